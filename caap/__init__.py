@@ -1,0 +1,37 @@
+"""CAAP: a memory for LLM agents that keeps conflicts, and a policy that acts on them.
+
+>>> from caap import Agent
+>>> agent = Agent("./caap-data")  # doctest: +SKIP
+>>> agent.remember("Ethan texts his peers but calls his supervisor.", user_id="ethan")  # doctest: +SKIP
+"""
+
+from caap.agent import Agent
+from caap.models import (
+    Action,
+    ConflictCluster,
+    ConflictEdge,
+    ConflictType,
+    Decision,
+    EdgeKind,
+    Memory,
+    Recall,
+    Response,
+    RiskTier,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "Agent",
+    "ConflictCluster",
+    "ConflictEdge",
+    "ConflictType",
+    "Decision",
+    "EdgeKind",
+    "Memory",
+    "Recall",
+    "Response",
+    "RiskTier",
+    "__version__",
+]

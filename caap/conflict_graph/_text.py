@@ -1,0 +1,596 @@
+"""Lexical cues used by the offline extractor: pure functions over strings, no model."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+__all__ = [
+    "TimeCue",
+    "content_words",
+    "find_context",
+    "find_source",
+    "find_time",
+    "has_change_cue",
+    "has_return_cue",
+    "mask_names",
+    "normalize_source",
+    "split_sentences",
+]
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "when",
+        "whenever",
+        "while",
+        "unless",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "by",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "he",
+        "she",
+        "they",
+        "him",
+        "her",
+        "them",
+        "his",
+        "hers",
+        "their",
+        "theirs",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "not",
+        "no",
+        "so",
+        "than",
+        "then",
+        "too",
+        "very",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "just",
+        "only",
+        "also",
+        "about",
+        "into",
+        "over",
+        "after",
+        "before",
+        "during",
+        "until",
+        "since",
+        "per",
+        "each",
+        "every",
+        "some",
+        "any",
+        "all",
+        "most",
+        "more",
+        "much",
+        "many",
+        "few",
+        "such",
+        "own",
+        "same",
+        "other",
+        "again",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "how",
+        "why",
+        "where",
+        "up",
+        "down",
+        "out",
+        "off",
+        "once",
+        "both",
+        "either",
+        "neither",
+        "nor",
+        "ever",
+        "never",
+        "always",
+        "usually",
+        "often",
+        "sometimes",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "first",
+        "last",
+        "next",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "time",
+        "times",
+        "get",
+        "got",
+        "say",
+        "says",
+        "said",
+        "told",
+        "tell",
+        "according",
+    ]
+)
+
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ]
+    )
+}
+MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())})
+MONTHS["sept"] = 9
+SEASONS = {"winter": 1, "spring": 4, "summer": 7, "fall": 10, "autumn": 10}
+NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
+    )
+}
+NUMBER_WORDS.update({"a": 1, "an": 1, "a couple of": 2, "a few": 3, "several": 3})
+
+_MONTH_RE = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MDY = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I)
+_DMY = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I
+)
+_MY = re.compile(
+    rf"\b(?:(early|mid|late|the end of|the start of|the beginning of)[\s-]+)?({_MONTH_RE})\.?"
+    rf"(?:\s+(?:to|through|until|-|and)\s+(?:early |mid |late )?{_MONTH_RE})?,?\s+(\d{{4}})\b",
+    re.I,
+)
+_SEASON = re.compile(
+    r"\b(?:(early|mid|late)[\s-]+)?(winter|spring|summer|fall|autumn)\s+(?:of\s+)?(\d{4})\b", re.I
+)
+_MONTH_ONLY = re.compile(
+    rf"\b(?:in|from|during|since|by|until|through)\s+(?:(early|mid|late)[\s-]+)?({_MONTH_RE})\b(?!\s+\d)",
+    re.I,
+)
+_YEAR = re.compile(r"\b(?:in|during|since|from|through)\s+((?:19|20)\d{2})\b", re.I)
+_DURATION = re.compile(
+    r"\b(?:for|over|lasting|spanning)\s+(?:about\s+|roughly\s+|nearly\s+|almost\s+|around\s+|"
+    r"another\s+|the\s+next\s+|the\s+following\s+)?"
+    r"((?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a|an|a couple of|"
+    r"a few|several)\s+(?:straight\s+|full\s+|more\s+)?(?:day|week|month|year|weekend)s?)\b",
+    re.I,
+)
+
+_RETURN = re.compile(
+    r"\b(again|back to|went back|returned to|returning to|resumed|resuming|reverted|"
+    r"once more|re-?started|picked (?:it )?back up|switched back|came back to)\b",
+    re.I,
+)
+_CHANGE = re.compile(
+    r"\b(now|no longer|stopped|quit|switched|moved|started|began|changed|dropped|gave up|"
+    r"replaced|instead|since then|anymore|any more|signed a lease|relocated|took up)\b",
+    re.I,
+)
+
+_RECORD_NOUN = (
+    r"(?:records?|chart|charts|file|files|log|logs|logbook|history|report|reports|statements?|"
+    r"registry|database|system|app|tracker|receipts?|summary|notes?|portal|letter|letters|"
+    r"order|list|roster|forms?|documents?|certificate|card|profile|calendar|planner|data|"
+    r"readings?|printout|transcript|invoices?|emails?|entry|entries|label|prescription|ledger|"
+    r"spreadsheet|account|paperwork|agreement|policy|directory|register|sheet|dashboard|"
+    r"readout|watch|scale|monitor|camera|lease|memo|faq|page|website|site|notice|minutes|plan|"
+    r"schedule|newsletter|handbook|manual|bill|bills|stubs?|message|messages|texts?|voicemail|"
+    r"review|results?|scan|survey|plat|map|permit|license|licence|quote|contract|deed|"
+    r"statement|application|tags?|sticker|packaging|box|bottle|leaflet|insert|report card)"
+)
+_PERSON_NOUN = (
+    r"(?:mother|father|mom|mum|dad|parents?|sister|brother|wife|husband|partner|spouse|"
+    r"girlfriend|boyfriend|fiancée?|doctor|physician|pediatrician|paediatrician|nurse|teacher|"
+    r"coach|boss|manager|supervisor|friend|roommate|flatmate|neighbou?r|landlord|landlady|lawyer|"
+    r"attorney|pharmacist|therapist|accountant|colleague|coworker|co-worker|grandmother|"
+    r"grandfather|grandma|grandpa|granny|aunt|uncle|son|daughter|cousin|ex-wife|ex-husband|"
+    r"ex-partner|ex|caseworker|worker|advisor|adviser|officer|clerk|agent|banker|"
+    r"specialist|dentist|surgeon|trainer|principal|counselor|counsellor|receptionist|"
+    r"assistant|admin|administrator|caregiver|babysitter|nanny|sitter|mechanic|broker|"
+    r"dietitian|nutritionist|physio|physiotherapist|vet|veterinarian|lead|"
+    r"director|hr|registrar|secretary|tutor|mentor|sibling|stepmother|stepfather|in-laws?|"
+    r"school|clinic|hospital|bank|court|insurer|employer|pharmacy|office|department|agency|"
+    r"company|airline|coordinator|controller|cfo|ceo|cto|rep|representative|staff|team|"
+    r"committee|board|management|firm|association|inspector|surveyor|contractor|builder|"
+    r"plumber|electrician|instructor|professor|dean|tenant|guard|security|desk|concierge|"
+    r"superintendent|owner|host|neurologist|cardiologist|dermatologist|gp|midwife|"
+    r"optometrist|psychiatrist|psychologist|allergist|orthopedist|surgeon|paramedic|"
+    r"teammate|classmate|housemate|friend|buddy|mate|chef|waiter|steward|pilot|driver|"
+    r"ex-girlfriend|ex-boyfriend|husband|kids?|child|children|niece|nephew|grandson|"
+    r"granddaughter|mother-in-law|father-in-law|sister-in-law|brother-in-law|guardian)"
+)
+_REPORT_VERB = (
+    r"(?:says?|said|reports?|reported|claims?|claimed|insists?|insisted|told|tells|mentions?|"
+    r"mentioned|believes?|believed|thinks?|thought|recalls?|recalled|maintains?|maintained|"
+    r"wrote|writes|confirms?|confirmed|argues?|argued|swears?|swore|remembers?|remembered|"
+    r"states?|stated|notes?|noted|shows?|showed|shown|lists?|listed|indicates?|indicated|"
+    r"records?|recorded|contains?|names?|named|reads?|gives?|gave|"
+    r"describes?|described|assures?|assured|warned|advised|denies|denied|suggests?|suggested|"
+    r"announced|announces|explained|explains|specifies|specified|requires|required|"
+    r"marks|marked|flags|flagged|displays|displayed|estimates|estimated)"
+)
+_SPEECH_VERB = (
+    r"(?:says?|said|reports?|reported|claims?|claimed|insists?|insisted|told|tells|mentions?|"
+    r"mentioned|believes?|believed|thinks?|thought|recalls?|recalled|maintains?|maintained|"
+    r"swears?|swore|wrote|writes|texted|emailed|warned|assured|argues?|argued|explained|"
+    r"informed|confirmed|confirms|promised|promises|called)"
+)
+_DET = r"(?:\b(?:[A-Z][\w'’&-]*(?:'s|’s)|his|her|their|my|our|the|a|an|its|this|that)\s+)"
+# An appositive name: "the leasing agent, Bree, told ..." or "his neighbour Farah says ...".
+_APPOS = (
+    r"(?:,\s+(?:[A-Z][\w'’-]+)(?:\s+[A-Z][\w'’-]+)?,"
+    r"|\s+[A-Z][a-z]+(?=\s+(?:says|said|told|claims|insists|reports)))?"
+)
+_AUX = (
+    r"(?:\s+(?:has|have|had|also|still|now|since|repeatedly|already|clearly|recently|once|even))*"
+)
+_ACCORDING = re.compile(
+    r"\b(?:[Aa]ccording to|[Aa]s per|[Bb]ased on|[Pp]er(?=\s+(?:the|his|her|their|[A-Z])))"
+    r"\s+([^,.;]+)"
+)
+_FROM = re.compile(
+    r"\b(?:an?|the|one)?\s*(?:[A-Z][a-z]+\s+)?(?:email|letter|message|text|note|memo|call|"
+    r"voicemail|notice|reply)\s+from\s+((?:the\s+|his\s+|her\s+|their\s+|[A-Z][\w'’-]*(?:'s|’s)\s+)?"
+    r"(?:[\w'’&-]+\s+){0,3}?[\w'’&-]+?)(?:,\s+[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?,)?\s+{v}\b".replace(
+        "{v}", _REPORT_VERB
+    ),
+    re.I,
+)
+_SOURCE_RECORD = re.compile(
+    rf"({_DET}(?:[\w'’&-]+\s+){{0,4}}?{_RECORD_NOUN}){_APPOS}{_AUX}\s+{_REPORT_VERB}\b",
+    re.I,
+)
+_SOURCE_PERSON = re.compile(
+    rf"({_DET}(?:[\w'’&-]+\s+){{0,3}}?{_PERSON_NOUN}){_APPOS}{_AUX}\s+{_SPEECH_VERB}\b",
+    re.I,
+)
+_SOURCE_BARE = re.compile(
+    rf"^((?:[A-Z][\w'’&-]*\s+){{0,3}}?(?:[A-Z]?[\w'’&-]+\s+){{0,2}}?{_RECORD_NOUN})"
+    rf"{_AUX}\s+{_REPORT_VERB}\b",
+    re.I,
+)
+_SOURCE_TITLED = re.compile(
+    rf"((?:[A-Z]?[\w'’-]+\s+){{0,2}}{_PERSON_NOUN})\s+((?:[A-Z][\w'’-]+)(?:\s+[A-Z][\w'’-]+)?)"
+    rf"{_AUX}\s+{_SPEECH_VERB}\b",
+)
+_SOURCE_NAMED = re.compile(
+    rf"(?:^|[,;]\s+|\b(?:but|and|while|whereas)\s+)((?:[A-Z][a-z]+)(?:\s[A-Z][a-z]+)?)"
+    rf"(?:,\s+(?:the|a|an|his|her|their)\s+[^,]{{2,40}},)?{_AUX}\s+{_SPEECH_VERB}\b",
+)
+
+_CONTEXT = re.compile(
+    r"\b((?:only\s+|just\s+|usually\s+|always\s+|mostly\s+)?"
+    r"(?:when(?:ever)?|if|unless|on days (?:when|that|before|after)|"
+    r"on (?:nights|mornings|evenings|weekends|weekdays|workdays|days off|school nights|"
+    r"mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays)|"
+    r"at (?:work|home|the office|parties|weddings|family|work events|client|restaurants|"
+    r"the gym|night|school|church|dinner|business)|"
+    r"during (?:work|the week|weekdays|weekends|exam|busy|crunch|holidays|the school year|term)|"
+    r"while|around|in front of|"
+    r"with (?:his|her|their|my) (?:\w+\s)?(?:peers|colleagues|friends|team|family|kids|"
+    r"parents|boss|manager|supervisor|clients|in-laws|partner)|"
+    r"for (?:work|business|client|team|family|date|formal|casual|long|short|quick|weekend|"
+    r"weekday)|"
+    r"before (?:a |an |big |early |important )|"
+    r"on (?:a |an )?(?:work|school|game|race|exam|travel|rest|off|free|busy|heavy|light)"
+    r"\s?\w*\s?days?)"
+    r"[^,.;]*)",
+    re.I,
+)
+
+_NAMEISH = re.compile(r"\b([A-Z][a-z]+)(?:'s|’s)?\b")
+
+
+@dataclass(frozen=True)
+class TimeCue:
+    """Time stated in a memory's text."""
+
+    when: datetime | None
+    """The earliest point in time the text names, if any."""
+    duration: str | None
+    """A stated duration (\"three weeks\"), if any."""
+    spans: tuple[tuple[int, int], ...]
+    """Character spans of the time expressions (to strip them from the value)."""
+
+
+def split_sentences(text: str) -> list[str]:
+    """Very small sentence splitter (enough for one-line memories and chat turns)."""
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z\"'])", text.strip())
+    return [p.strip() for p in parts if p.strip()]
+
+
+def content_words(text: str) -> list[str]:
+    """Lowercase content words (3+ letters, not stopwords), light plural stripping."""
+    out = []
+    for w in re.findall(r"[a-zA-Z][a-zA-Z'-]+", text.lower()):
+        w = w.strip("'-")
+        if w.endswith("'s"):
+            w = w[:-2]
+        if len(w) < 3 or w in STOPWORDS or w in MONTHS or w in SEASONS:
+            continue
+        if len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.append(w)
+    return out
+
+
+def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int = 2) -> set[str]:
+    """Capitalised tokens frequent enough across one user's texts to be the user's own name.
+
+    Such tokens carry no topical information (like a high document frequency in IDF), and
+    they inflate every embedding similarity between that user's memories.
+    """
+    texts = list(texts)
+    if not texts:
+        return set()
+    df: Counter[str] = Counter()
+    for t in texts:
+        df.update({m.group(1) for m in _NAMEISH.finditer(t)})
+    need = max(min_count, int(min_share * len(texts) + 0.999))
+    frequent = [(c, w) for w, c in df.items() if c >= need and w.lower() not in STOPWORDS]
+    if not frequent:
+        return set()
+    # The user is the most frequent name; others (a sister, a doctor) are sources or topics.
+    top = max(frequent)[0]
+    return {w for c, w in frequent if c == top}
+
+
+def mask_names(text: str, names: set[str]) -> str:
+    """Remove known subject names (and a sentence-initial possessive name) from ``text``."""
+    out = text
+    if names:
+        pattern = r"\b(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")(?:'s|’s)?\b"
+        out = re.sub(pattern, " ", out)
+    # A sentence-initial "Name's" is almost always the subject ("Maya's clinic record ...").
+    out = re.sub(r"^\s*[A-Z][a-z]+(?:'s|’s)\s+", "", out)
+    return re.sub(r"\s+", " ", out).strip()
+
+
+def _year_hint(text: str) -> int | None:
+    m = re.search(r"\b((?:19|20)\d{2})\b", text)
+    return int(m.group(1)) if m else None
+
+
+def find_time(text: str, default_year: int | None = None) -> TimeCue:
+    """Dates and durations stated in ``text`` (absolute ones only; "last spring" is ignored)."""
+    spans: list[tuple[int, int]] = []
+    found: list[datetime] = []
+    year_hint = _year_hint(text) or default_year
+
+    def add(y: int, mth: int, d: int, span: tuple[int, int]) -> None:
+        try:
+            found.append(datetime(y, mth, d, tzinfo=timezone.utc))
+            spans.append(span)
+        except ValueError:
+            pass
+
+    for m in _ISO.finditer(text):
+        add(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.span())
+    for m in _MDY.finditer(text):
+        add(int(m.group(3)), MONTHS[m.group(1).lower()[:3]], int(m.group(2)), m.span())
+    for m in _DMY.finditer(text):
+        add(int(m.group(3)), MONTHS[m.group(2).lower()[:3]], int(m.group(1)), m.span())
+    if not found:
+        for m in _MY.finditer(text):
+            part = (m.group(1) or "").lower()
+            day = 1 if part in ("", "early", "the start of", "the beginning of") else 15
+            if part in ("late", "the end of"):
+                day = 25
+            add(int(m.group(3)), MONTHS[m.group(2).lower()[:3]], day, m.span())
+        for m in _SEASON.finditer(text):
+            add(int(m.group(3)), SEASONS[m.group(2).lower()], 1, m.span())
+    if not found and year_hint is not None:
+        for m in _MONTH_ONLY.finditer(text):
+            part = (m.group(1) or "").lower()
+            day = {"": 1, "early": 1, "mid": 15, "late": 25}.get(part, 1)
+            add(year_hint, MONTHS[m.group(2).lower()[:3]], day, m.span())
+    if not found:
+        for m in _YEAR.finditer(text):
+            add(int(m.group(1)), 1, 1, m.span())
+    duration = None
+    dm = _DURATION.search(text)
+    if dm:
+        duration = dm.group(1).lower()
+        spans.append(dm.span())
+    return TimeCue(min(found) if found else None, duration, tuple(spans))
+
+
+def duration_days(duration: str | None) -> float | None:
+    """Rough length in days of a duration string such as ``"three weeks"``."""
+    if not duration:
+        return None
+    m = re.match(
+        r"(\d+|[a-z ]+?)\s+(?:straight\s+|full\s+|more\s+)?(day|week|month|year|weekend)s?$",
+        duration,
+    )
+    if not m:
+        return None
+    raw = m.group(1).strip()
+    n = int(raw) if raw.isdigit() else NUMBER_WORDS.get(raw, 1)
+    unit = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}[m.group(2)]
+    return float(n * unit)
+
+
+def has_return_cue(text: str) -> bool:
+    """The text says a behaviour went back to an earlier state."""
+    return bool(_RETURN.search(text))
+
+
+def has_change_cue(text: str) -> bool:
+    """The text says a state changed (moved, quit, switched, no longer, ...)."""
+    return bool(_CHANGE.search(text))
+
+
+def find_source(text: str, subject: set[str] | None = None) -> str | None:
+    """Who or what asserts the statement, when the text names it.
+
+    Returns ``None`` for plain statements (the user's own report). A subject's own name as
+    the reporter ("Ethan says ...") counts as a self-report.
+    """
+    subject = subject or set()
+    m = _ACCORDING.search(text)
+    if m:
+        return _clean_source(m.group(1))
+    m = _FROM.search(text)
+    if m:
+        return _clean_source(m.group(1))
+    candidates = []
+    for rx in (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED):
+        m = rx.search(text)
+        if m:
+            src = _clean_source(m.group(1))
+            if src and src.lower() not in ("he", "she", "they", "i", "it", "this", "that"):
+                candidates.append((m.start(1), src))
+    if candidates:
+        return min(candidates)[1]
+    m = _SOURCE_NAMED.search(text)
+    if m:
+        name = m.group(1)
+        if name.split()[0] in subject:
+            return "self-report"
+        if name.lower() not in STOPWORDS and name not in ("The", "A", "An", "In", "On"):
+            return name
+    return None
+
+
+def _clean_source(raw: str) -> str:
+    s = re.sub(r"\s+", " ", raw).strip(" ,;:")
+    s = re.sub(r"^(?:that|and|but)\s+", "", s, flags=re.I)
+    return s
+
+
+def normalize_source(source: str) -> str:
+    """Comparable form of a source: lowercase, without the owner's possessive and articles."""
+    s = source.lower().replace("’", "'")
+    s = re.sub(r"^(?:[a-z]+'s|his|her|their|my|our|the|a|an)\s+", "", s)
+    s = re.sub(r"^(?:[a-z]+'s)\s+", "", s)
+    return s.strip()
+
+
+def find_context(text: str) -> str | None:
+    """The condition clause under which the statement holds ("when the next day is off")."""
+    text = re.sub(r"\b([ap])\.m\.", r"\1m", text)
+    for m in _CONTEXT.finditer(text):
+        clause = m.group(1).strip()
+        # A time expression is not a context: "when he was in Lisbon in March 2025" still is,
+        # but "during March" is not.
+        if re.fullmatch(
+            rf"(?:during|while|around)\s+(?:early |mid |late )?{_MONTH_RE}.*", clause, re.I
+        ):
+            continue
+        if len(clause.split()) < 2:
+            continue
+        return clause
+    return None
+
+
+def strip_spans(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with the given character spans removed."""
+    out, last = [], 0
+    for a, b in sorted(spans):
+        if a < last:
+            continue
+        out.append(text[last:a])
+        last = b
+    out.append(text[last:])
+    return re.sub(r"\s+", " ", "".join(out)).strip(" ,;")

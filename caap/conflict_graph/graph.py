@@ -1,0 +1,466 @@
+"""The per-user conflict graph: networkx in memory, storage-free.
+
+Writing a memory: extract facets (caller facets win) -> embed its value -> block candidates by
+nearest neighbours -> join or found an aspect -> type edges against the candidates of that
+aspect -> re-read the aspect's timeline. Edges the new evidence contradicts are closed
+(``expired_at``), never deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from caap._embeddings import Embedder
+from caap.conflict_graph import _text
+from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
+from caap.conflict_graph.rules import (
+    GraphConfig,
+    Node,
+    dominant_type,
+    pair_edge,
+    read_timeline,
+    risk_tier,
+)
+from caap.models import (
+    ConflictCluster,
+    ConflictEdge,
+    ConflictType,
+    EdgeKind,
+    Memory,
+    RiskTier,
+    utcnow,
+)
+
+__all__ = ["ConflictGraph", "WriteResult"]
+
+Vector = npt.NDArray[np.float32]
+_TEMPORAL = (EdgeKind.TEMPORAL_OSCILLATION, EdgeKind.SUPERSEDES)
+
+
+@dataclass
+class WriteResult:
+    """What one write changed in the graph."""
+
+    memory: Memory
+    """The memory with its facets filled."""
+    inferred: list[str]
+    """Names of the facets the extractor filled (the caller gave the rest)."""
+    vector: Vector
+    """The value embedding used for aspects and phases."""
+    new_edges: list[ConflictEdge] = field(default_factory=list)
+    closed_edges: list[ConflictEdge] = field(default_factory=list)
+    relabeled: list[Memory] = field(default_factory=list)
+    """Earlier memories whose inferred aspect changed because this one bridged two aspects."""
+
+
+class ConflictGraph:
+    """Typed conflict graph of one user's memories.
+
+    Args:
+        user_id: The only user whose memories this graph accepts.
+        embedder: Sentence embedder for memory values.
+        extractor: Facet extractor; the offline one by default.
+        config: Thresholds.
+    """
+
+    def __init__(
+        self,
+        user_id: str,
+        embedder: Embedder,
+        *,
+        extractor: Extractor | None = None,
+        config: GraphConfig | None = None,
+    ) -> None:
+        self.user_id = user_id
+        self.embedder = embedder
+        self.extractor: Extractor = extractor or OfflineExtractor()
+        self.config = config or GraphConfig()
+        self.g: nx.MultiGraph = nx.MultiGraph()
+        self._mem: dict[str, Memory] = {}
+        self._ext: dict[str, Extraction] = {}
+        self._ids: list[str] = []
+        self._vecs: Vector = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._row: dict[str, int] = {}
+        self._edges: dict[str, ConflictEdge] = {}
+        self._inferred: dict[str, tuple[str, ...]] = {}
+        self._subject: set[str] = set()
+        self._texts: list[str] = []
+
+    # -- reading ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._mem)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._mem
+
+    def memory(self, memory_id: str) -> Memory:
+        """One memory by id (KeyError if absent)."""
+        return self._mem[memory_id]
+
+    def memories(self) -> list[Memory]:
+        """Every memory, in insertion order."""
+        return [self._mem[i] for i in self._ids if i in self._mem]
+
+    def edges(self, *, include_closed: bool = False) -> list[ConflictEdge]:
+        """Conflict edges, active ones only unless ``include_closed``."""
+        return [e for e in self._edges.values() if include_closed or e.active]
+
+    def vector(self, memory_id: str) -> Vector:
+        """The value embedding of a memory."""
+        vec: Vector = self._vecs[self._row[memory_id]]
+        return vec
+
+    def aspect_members(self, aspect: str) -> list[str]:
+        """Ids of the memories of one aspect, in insertion order."""
+        return [i for i in self._ids if i in self._mem and self._mem[i].aspect == aspect]
+
+    def extraction(self, memory_id: str) -> Extraction:
+        """The facets the extractor read from a memory's text."""
+        return self._ext[memory_id]
+
+    # -- writing ---------------------------------------------------------------------------
+    def add(self, memory: Memory, *, vector: Vector | None = None) -> WriteResult:
+        """Add one memory: fill facets, place it in an aspect, type its edges."""
+        return self.add_many([memory], vectors=None if vector is None else vector[None, :])[0]
+
+    def add_many(
+        self, memories: Sequence[Memory], *, vectors: Vector | None = None
+    ) -> list[WriteResult]:
+        """Add memories in order (values embedded in one batch)."""
+        for m in memories:
+            if m.user_id != self.user_id:
+                raise ValueError(
+                    f"memory {m.id!r} belongs to user {m.user_id!r}, not {self.user_id!r}"
+                )
+            if m.id in self._mem:
+                raise ValueError(f"memory id {m.id!r} is already in the graph")
+        self._texts.extend(m.text for m in memories)
+        self._subject = _text.subject_names(self._texts)
+        extractions = [self.extractor.extract(m.text, subject=self._subject) for m in memories]
+        if vectors is None:
+            vectors = self.embedder.encode([e.value for e in extractions])
+        return [
+            self._place(m, e, v) for m, e, v in zip(memories, extractions, vectors, strict=True)
+        ]
+
+    def load(
+        self,
+        memory: Memory,
+        vector: Vector,
+        edges: Iterable[ConflictEdge] = (),
+        inferred: Sequence[str] = (),
+    ) -> None:
+        """Put back a stored memory with its stored vector and edges (no re-typing)."""
+        self._inferred[memory.id] = tuple(inferred)
+        self._texts.append(memory.text)
+        self._subject = _text.subject_names(self._texts)
+        self._ext[memory.id] = self.extractor.extract(memory.text, subject=self._subject)
+        self._insert(memory, vector)
+        for e in edges:
+            self._put_edge(e)
+
+    def load_edges(self, edges: Iterable[ConflictEdge]) -> None:
+        """Put back stored edges whose endpoints are loaded."""
+        for e in edges:
+            self._put_edge(e)
+
+    def remove(self, memory_id: str) -> list[ConflictEdge]:
+        """Take a memory out; its edges are closed, not deleted. Returns the closed edges."""
+        if memory_id not in self._mem:
+            raise KeyError(memory_id)
+        aspect = self._mem[memory_id].aspect
+        closed = self._close_edges(
+            [e for e in self._edges.values() if e.active and memory_id in e.endpoints()]
+        )
+        del self._mem[memory_id]
+        self.g.remove_node(memory_id)
+        if aspect:
+            closed += self._retime(aspect)[1]
+        return closed
+
+    # -- clusters --------------------------------------------------------------------------
+    def aspects(self) -> list[str]:
+        """Every aspect label, in first-seen order."""
+        seen: dict[str, None] = {}
+        for m in self.memories():
+            if m.aspect:
+                seen.setdefault(m.aspect, None)
+        return list(seen)
+
+    def cluster(self, aspect: str) -> ConflictCluster:
+        """The cluster of one aspect with its features."""
+        return self.cluster_over(self.aspect_members(aspect), aspect)
+
+    def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster:
+        """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
+        ids = [i for i in ids if i in self._mem]
+        idset = set(ids)
+        edges = [e for e in self.edges() if e.endpoints() <= idset]
+        kinds = [e.kind for e in edges]
+        ctype = dominant_type(kinds)
+        if ctype is ConflictType.CPC:
+            contexts = {self._mem[i].context for i in ids if self._mem[i].context}
+            if len(contexts) < 2:
+                # One stated condition is not a partition: read the other edges instead.
+                ctype = dominant_type([k for k in kinds if k is not EdgeKind.CONTEXT_PARTITION])
+        mems = [self._mem[i] for i in ids]
+        risk, _ = risk_tier([m.text for m in mems])
+        sides: dict[str, list[str]] = {}
+        reversal_count = 0
+        durations: list[str] = []
+        unresolved: str | None = None
+        sources = sorted({m.source for m in mems if m.source})
+        if ctype is ConflictType.SCC:
+            for m in mems:
+                sides.setdefault(m.source or "your own account", []).append(m.id)
+            unresolved = "which source is authoritative: " + " vs ".join(sides)
+        elif ctype is ConflictType.CPC:
+            for m in mems:
+                sides.setdefault(m.context or "no condition stated", []).append(m.id)
+            unresolved = "which context applies: " + " / ".join(sides)
+        elif ctype in (ConflictType.BOC, ConflictType.STALE):
+            reading = self._timeline(ids)
+            for p in reading.phases:
+                label = f"phase {len(sides) + 1}"
+                sides[label] = list(p.members)
+                if p.duration:
+                    durations.append(p.duration)
+            reversal_count = reading.reversals
+            unresolved = (
+                "which phase is current and what triggers a switch"
+                if ctype is ConflictType.BOC
+                else "whether the earlier state still holds"
+            )
+        return ConflictCluster(
+            id=f"{self.user_id}::{aspect}",
+            user_id=self.user_id,
+            aspect=aspect,
+            memory_ids=ids,
+            edges=edges,
+            conflict_type=ctype,
+            unresolved=unresolved,
+            sides=sides,
+            reversal_count=reversal_count,
+            phase_durations=durations,
+            source_count=len(sources),
+            risk=risk if ctype is not ConflictType.NONE else RiskTier.LOW,
+        )
+
+    def clusters(self, *, conflicts_only: bool = True) -> list[ConflictCluster]:
+        """Clusters of every aspect (only those that carry a conflict, by default)."""
+        out = [self.cluster(a) for a in self.aspects()]
+        return [c for c in out if c.has_conflict or not conflicts_only]
+
+    def cluster_of(self, memory_id: str) -> ConflictCluster | None:
+        """The cluster holding a memory, or ``None`` for an unknown id."""
+        m = self._mem.get(memory_id)
+        return self.cluster(m.aspect) if m is not None and m.aspect else None
+
+    # -- internals -------------------------------------------------------------------------
+    def _insert(self, memory: Memory, vector: Vector) -> None:
+        self._mem[memory.id] = memory
+        self._ids.append(memory.id)
+        self._row[memory.id] = len(self._vecs)
+        self._vecs = np.vstack([self._vecs, vector[None, :].astype(np.float32)])
+        self.g.add_node(memory.id)
+
+    def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
+        live = [i for i in self._ids if i in self._mem]
+        if not live:
+            return []
+        rows = np.array([self._row[i] for i in live])
+        sims = self._vecs[rows] @ vector
+        top = np.argsort(-sims)[:k]
+        return [(live[j], float(sims[j])) for j in top]
+
+    def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
+        cfg = self.config
+        inferred: list[str] = []
+        updates: dict[str, object] = {}
+        for name, val in (
+            ("source", ext.source),
+            ("context", ext.context),
+            ("value", ext.value),
+            ("observed_at", ext.observed_at),
+        ):
+            if getattr(memory, name) is None and val is not None:
+                updates[name] = val
+                inferred.append(name)
+        neighbours = self._neighbours(vector, cfg.neighbours)
+        relabeled: list[Memory] = []
+        if memory.aspect is None:
+            joinable = self._joinable_aspects(neighbours)
+            if joinable:
+                updates["aspect"] = joinable[0]
+                # This memory bridges several inferred aspects: they were one all along.
+                for other in joinable[1:]:
+                    relabeled += self._relabel(other, joinable[0])
+            else:
+                updates["aspect"] = self._fresh_aspect_label(memory.text, ext.value)
+            inferred.append("aspect")
+        memory = memory.model_copy(update=updates)
+        self._ext[memory.id] = ext
+        self._inferred[memory.id] = tuple(inferred)
+        self._insert(memory, vector)
+        aspect = memory.aspect
+        assert aspect is not None
+        # Candidate blocking: only the nearest neighbours of the same aspect are typed
+        # pairwise; the whole aspect is visited only by the linear timeline pass.
+        new: list[ConflictEdge] = []
+        node = self._node(memory.id)
+        for other_id, sim in neighbours:
+            neighbour = self._mem.get(other_id)
+            if neighbour is None or neighbour.aspect != aspect:
+                continue
+            found = pair_edge(
+                node, self._node(other_id), sim, self._context_sim(node, other_id), cfg
+            )
+            if found is None:
+                continue
+            kind, evidence = found
+            new.append(self._new_edge(kind, memory.id, other_id, evidence))
+        added, closed = self._retime(aspect)
+        return WriteResult(memory, inferred, vector, new + added, closed, relabeled)
+
+    def _joinable_aspects(self, neighbours: list[tuple[str, float]]) -> list[str]:
+        """Aspects the new memory is close enough to join, best first."""
+        cfg = self.config
+        by_aspect: dict[str, list[float]] = {}
+        for mid, sim in neighbours:
+            a = self._mem[mid].aspect
+            if a:
+                by_aspect.setdefault(a, []).append(sim)
+        scored = []
+        for a, sims in by_aspect.items():
+            top = sorted(sims, reverse=True)[: cfg.aspect_top]
+            mean = sum(top) / len(top)
+            if mean >= cfg.aspect_join or top[0] >= cfg.aspect_join_single:
+                scored.append((mean, a))
+        scored.sort(reverse=True)
+        joinable = [a for _, a in scored]
+        if len(joinable) > 1:
+            # Only inferred aspects merge; an aspect a caller named stays as it is.
+            explicit = self._explicit_aspects()
+            joinable = [joinable[0]] + [a for a in joinable[1:] if a not in explicit]
+        return joinable
+
+    def _explicit_aspects(self) -> set[str]:
+        return {
+            m.aspect
+            for i, m in self._mem.items()
+            if m.aspect and "aspect" not in self._inferred.get(i, ("aspect",))
+        }
+
+    def _relabel(self, old: str, new: str) -> list[Memory]:
+        out = []
+        for i in self.aspect_members(old):
+            m = self._mem[i].model_copy(update={"aspect": new})
+            self._mem[i] = m
+            out.append(m)
+        return out
+
+    def _fresh_aspect_label(self, text: str, value: str) -> str:
+        capitalised = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+", text)}
+        words = [
+            w for w in _text.content_words(value) if not w[0].isdigit() and w not in capitalised
+        ]
+        counts = Counter(words)
+        picked = [w for w, _ in counts.most_common()][:2] or ["misc"]
+        base = re.sub(r"[^a-z0-9_]+", "_", "_".join(picked)).strip("_") or "misc"
+        taken = set(self.aspects())
+        label, n = base, 2
+        while label in taken:
+            label, n = f"{base}_{n}", n + 1
+        return label
+
+    def _node(self, memory_id: str) -> Node:
+        m = self._mem[memory_id]
+        ext = self._ext[memory_id]
+        when = m.observed_at
+        order = when.timestamp() if when else m.created_at.timestamp()
+        return Node(m.id, m.text, m.source, m.context, when, order, ext)
+
+    def _context_sim(self, node: Node, other_id: str) -> float | None:
+        other = self._mem[other_id]
+        if not node.context or not other.context:
+            return None
+        a, b = _text.content_words(node.context), _text.content_words(other.context)
+        if not a or not b:
+            return None
+        # Overlap coefficient: "at home" and "at home with the kids" are the same situation.
+        inter = len(set(a) & set(b))
+        return inter / max(min(len(set(a)), len(set(b))), 1)
+
+    def _new_edge(
+        self,
+        kind: EdgeKind,
+        src: str,
+        dst: str,
+        evidence: str,
+        valid_at: object = None,
+        invalid_at: object = None,
+    ) -> ConflictEdge:
+        e = ConflictEdge(
+            user_id=self.user_id,
+            kind=kind,
+            source_id=src,
+            target_id=dst,
+            evidence=evidence,
+            valid_at=valid_at,  # type: ignore[arg-type]
+            invalid_at=invalid_at,  # type: ignore[arg-type]
+        )
+        self._put_edge(e)
+        return e
+
+    def _put_edge(self, e: ConflictEdge) -> None:
+        if e.user_id != self.user_id:
+            raise ValueError(f"edge {e.id!r} belongs to another user")
+        self._edges[e.id] = e
+        if e.active and e.source_id in self._mem and e.target_id in self._mem:
+            self.g.add_edge(e.source_id, e.target_id, key=e.id, kind=e.kind.value)
+
+    def _close_edges(self, edges: Iterable[ConflictEdge]) -> list[ConflictEdge]:
+        now = utcnow()
+        closed = []
+        for e in edges:
+            if not e.active:
+                continue
+            ce = e.model_copy(update={"expired_at": now})
+            self._edges[e.id] = ce
+            if self.g.has_edge(e.source_id, e.target_id, key=e.id):
+                self.g.remove_edge(e.source_id, e.target_id, key=e.id)
+            closed.append(ce)
+        return closed
+
+    def _timeline(self, ids: Sequence[str]):  # type: ignore[no-untyped-def]
+        nodes = [self._node(i) for i in ids]
+        rows = np.array([self._row[i] for i in ids]) if ids else np.zeros(0, dtype=int)
+        mat = self._vecs[rows] @ self._vecs[rows].T if len(ids) else np.zeros((0, 0))
+        sim = {(a, b): float(mat[i, j]) for i, a in enumerate(ids) for j, b in enumerate(ids)}
+        return read_timeline(nodes, sim, self.config)
+
+    def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
+        """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
+        ids = self.aspect_members(aspect)
+        reading = self._timeline(ids)
+        idset = set(ids)
+        current = {
+            (e.kind, e.source_id, e.target_id): e
+            for e in self._edges.values()
+            if e.active and e.kind in _TEMPORAL and e.endpoints() <= idset
+        }
+        wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
+        closed = self._close_edges(e for key, e in current.items() if key not in wanted)
+        added = [
+            self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
+            for key, t in wanted.items()
+            if key not in current
+        ]
+        return added, closed

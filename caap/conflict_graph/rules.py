@@ -1,0 +1,297 @@
+"""Pure rules over facets, time and similarity: which edge joins two memories, how a cluster's
+timeline reads, and how risky acting on it is. No storage, no model: unit-testable as is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+
+from caap.conflict_graph import _text
+from caap.conflict_graph.extractor import Extraction
+from caap.models import ConflictType, EdgeKind, RiskTier
+
+__all__ = [
+    "GraphConfig",
+    "Node",
+    "Phase",
+    "TemporalReading",
+    "TimelineEdge",
+    "dominant_type",
+    "pair_edge",
+    "read_timeline",
+    "risk_tier",
+]
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """Thresholds of the offline conflict graph (cosine similarities of unit vectors)."""
+
+    aspect_join: float = 0.35
+    """A memory joins an aspect when its mean similarity to that aspect's nearest members
+    reaches this."""
+    aspect_top: int = 3
+    """How many of the aspect's nearest members that mean is taken over."""
+    aspect_join_single: float = 0.55
+    """...or when its best single neighbour in the aspect reaches this."""
+    neighbours: int = 12
+    """Candidate blocking: how many nearest memories a new memory is compared with."""
+    corroborate: float = 0.86
+    """Values this similar say the same thing."""
+    same_context: float = 0.8
+    """Contexts this similar are the same context."""
+    same_phase: float = 0.6
+    """Two dated memories this similar belong to the same phase of a behaviour."""
+    return_phase: float = 0.35
+    """A memory that says it went 'back to' something joins the earlier phase it best matches
+    when at least this similar."""
+
+
+@dataclass
+class Node:
+    """A memory as the rules see it: facets, time and its topic vector's id."""
+
+    id: str
+    text: str
+    source: str | None
+    context: str | None
+    when: datetime | None
+    order: float
+    extraction: Extraction = field(default_factory=Extraction)
+
+
+def _self_source(source: str | None) -> bool:
+    return source is None or _text.normalize_source(source) in (
+        "self-report",
+        "self report",
+        "user",
+        "self",
+        "me",
+        "himself",
+        "herself",
+        "themself",
+    )
+
+
+def pair_edge(
+    a: Node, b: Node, value_sim: float, context_sim: float | None, cfg: GraphConfig
+) -> tuple[EdgeKind, str] | None:
+    """The non-temporal edge joining two memories of one aspect, or ``None``.
+
+    Temporal edges need the whole timeline and come from :func:`read_timeline`.
+    Priority: a disagreement between named sources, then differing stated contexts.
+    """
+    if value_sim >= cfg.corroborate:
+        return EdgeKind.CORROBORATES, f"both say the same (similarity {value_sim:.2f})"
+    sa, sb = a.source, b.source
+    if sa and sb and not (_self_source(sa) and _self_source(sb)):
+        if _text.normalize_source(sa) != _text.normalize_source(sb):
+            return (
+                EdgeKind.SOURCE_CONTRADICTION,
+                f"{sa!s} and {sb!s} report different things",
+            )
+    elif bool(sa and not _self_source(sa)) != bool(sb and not _self_source(sb)):
+        # One side is attributed to a named source, the other is the user's own statement.
+        named = sa if sa and not _self_source(sa) else sb
+        return EdgeKind.SOURCE_CONTRADICTION, f"{named} disagrees with the user's own account"
+    ca, cb = a.context, b.context
+    if ca and cb and (context_sim is None or context_sim < cfg.same_context):
+        return EdgeKind.CONTEXT_PARTITION, f"holds {ca!r} vs {cb!r}"
+    if (ca or cb) and not (a.when and b.when):
+        only = ca or cb
+        return EdgeKind.CONTEXT_PARTITION, f"one holds only {only!r}, the other is unconditioned"
+    return None
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A run of consecutive dated memories that say the same thing."""
+
+    label: int
+    members: tuple[str, ...]
+    start: datetime | None
+    duration: str | None
+
+
+@dataclass(frozen=True)
+class TimelineEdge:
+    """An edge the timeline implies."""
+
+    kind: EdgeKind
+    source_id: str
+    target_id: str
+    evidence: str
+    valid_at: datetime | None
+    invalid_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TemporalReading:
+    """How the dated memories of one aspect read in time order."""
+
+    phases: tuple[Phase, ...] = ()
+    edges: tuple[TimelineEdge, ...] = ()
+    oscillates: bool = False
+    superseded: bool = False
+
+    @property
+    def reversals(self) -> int:
+        """How many times the behaviour switched."""
+        return max(0, len(self.phases) - 1)
+
+
+def read_timeline(
+    nodes: Sequence[Node], sim: dict[tuple[str, str], float], cfg: GraphConfig
+) -> TemporalReading:
+    """Group dated memories into phases and decide oscillation vs supersession.
+
+    ``sim[(a, b)]`` is the value similarity of two node ids (both orders present).
+    Oscillation: some phase recurs after another (A B A), or a memory says it went back.
+    Supersession: one change with no return (A then B): the later state invalidates the earlier.
+    """
+    dated = sorted((n for n in nodes if n.when is not None), key=lambda n: (n.order, n.id))
+    if len(dated) < 2:
+        return TemporalReading()
+    classes: list[list[Node]] = []
+    label_of: dict[str, int] = {}
+    for n in dated:
+        best, best_sim = -1, -1.0
+        for i, members in enumerate(classes):
+            s = max(sim.get((n.id, m.id), 0.0) for m in members)
+            if s > best_sim:
+                best, best_sim = i, s
+        prev = label_of[dated[dated.index(n) - 1].id] if label_of else None
+        if n.extraction.returns and classes:
+            earlier = [
+                (max(sim.get((n.id, m.id), 0.0) for m in members), i)
+                for i, members in enumerate(classes)
+                if i != prev
+            ]
+            if earlier:
+                s, i = max(earlier)
+                if s >= cfg.return_phase:
+                    best, best_sim = i, max(best_sim, cfg.same_phase)
+        if best >= 0 and best_sim >= cfg.same_phase:
+            classes[best].append(n)
+            label_of[n.id] = best
+        else:
+            classes.append([n])
+            label_of[n.id] = len(classes) - 1
+    runs: list[list[Node]] = []
+    for n in dated:
+        if runs and label_of[runs[-1][-1].id] == label_of[n.id]:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    if len(runs) < 2:
+        return TemporalReading()
+    phases = tuple(
+        Phase(
+            label=label_of[r[0].id],
+            members=tuple(m.id for m in r),
+            start=r[0].when,
+            duration=next((m.extraction.duration for m in r if m.extraction.duration), None),
+        )
+        for r in runs
+    )
+    labels = [p.label for p in phases]
+    recurs = len(set(labels)) < len(labels)
+    oscillates = recurs or any(n.extraction.returns for n in dated[1:])
+    edges: list[TimelineEdge] = []
+    if oscillates:
+        for prev_run, run in pairwise(runs):
+            a, b = prev_run[-1], run[0]
+            edges.append(
+                TimelineEdge(
+                    EdgeKind.TEMPORAL_OSCILLATION,
+                    b.id,
+                    a.id,
+                    f"switched from phase {label_of[a.id] + 1} to phase {label_of[b.id] + 1}",
+                    valid_at=b.when,
+                )
+            )
+        return TemporalReading(phases, tuple(edges), oscillates=True)
+    # One change with no return: the newest state supersedes every earlier one.
+    newest = runs[-1][0]
+    for old_run in runs[:-1]:
+        for old in old_run:
+            edges.append(
+                TimelineEdge(
+                    EdgeKind.SUPERSEDES,
+                    newest.id,
+                    old.id,
+                    "a later observation replaces this one",
+                    valid_at=newest.when,
+                    invalid_at=newest.when,
+                )
+            )
+    return TemporalReading(phases, tuple(edges), superseded=True)
+
+
+_TYPE_OF_EDGE = {
+    EdgeKind.SOURCE_CONTRADICTION: ConflictType.SCC,
+    EdgeKind.CONTEXT_PARTITION: ConflictType.CPC,
+    EdgeKind.TEMPORAL_OSCILLATION: ConflictType.BOC,
+    EdgeKind.SUPERSEDES: ConflictType.STALE,
+    EdgeKind.PROPAGATED_INVALIDATION: ConflictType.STALE,
+}
+# Ties go to the type whose wrong handling costs most.
+_TIE_ORDER = [ConflictType.SCC, ConflictType.BOC, ConflictType.STALE, ConflictType.CPC]
+
+
+def dominant_type(kinds: Sequence[EdgeKind]) -> ConflictType:
+    """The conflict type most of a cluster's active edges speak for."""
+    counts: dict[ConflictType, int] = {}
+    for k in kinds:
+        t = _TYPE_OF_EDGE.get(k)
+        if t is not None:
+            counts[t] = counts.get(t, 0) + 1
+    if not counts:
+        return ConflictType.NONE
+    top = max(counts.values())
+    return next(t for t in _TIE_ORDER if counts.get(t) == top)
+
+
+_HIGH_RISK = {
+    "medical": r"medic\w*|dose|dosage|\d+\s?mg|allerg\w*|contraindicat\w*|prescri\w*|diagnos\w*|"
+    r"surgery|insulin|inhaler|epi-?pen|vaccin\w*|pediatrician|paediatrician|physician|doctor|"
+    r"clinic|hospital|pharmac\w*|ibuprofen|paracetamol|acetaminophen|antibiotic\w*|"
+    r"treatment|symptom\w*|seizure\w*|blood pressure|anaphyla\w*|chemo\w*|therap(?:y|ist)|"
+    r"nurse|pills?|tablets?|drug|drugs|injection\w*|asthma|diabetes|diabetic|epilep\w*",
+    "care_authority": r"custody|guardian\w*|pick(?:ing)?[ -]?up|power of attorney|consent|"
+    r"caregiver|care home|visitation|parenting plan|court order|legal guardian|foster|"
+    r"next of kin|emergency contact",
+    "legal": r"lawyer|attorney|court|lawsuit|contract|lease|visa|immigration|notar\w*|"
+    r"\bwill\b|testament|subpoena|fine[sd]?\b|ticket|license|licence|permit",
+    "records": r"official record\w*|records?\b|registry|certificate|transcript|file on record",
+    "authorization": r"authori[sz]\w*|access|password|permission\w*|signator\w*|sign[- ]off|"
+    r"approv\w*|credential\w*|badge|admin rights|login|two-factor|2fa|keycard|allowed to",
+}
+_MEDIUM_RISK = (
+    r"bank|loan|invest\w*|payment\w*|transfer\w*|\btax\w*|credit|debt|mortgage|salary|"
+    r"\$\d|€\d|£\d|money|insurance|driv\w*|alcohol|deposit|refund"
+)
+
+
+def risk_tier(texts: Sequence[str], query: str = "") -> tuple[RiskTier, list[str]]:
+    """Cost of acting wrongly: HIGH for medical, care authority, legal, records and
+    authorization matters; MEDIUM for money and safety; LOW otherwise.
+
+    Returns the tier and the categories that fired. A category fires on one hit in the query
+    or two hits across the memories, so one passing mention does not raise the stakes.
+    """
+    body = " ".join(texts).lower()
+    q = query.lower()
+    fired = []
+    for cat, rx in _HIGH_RISK.items():
+        if re.search(rx, q) or len(re.findall(rx, body)) >= 2:
+            fired.append(cat)
+    if fired:
+        return RiskTier.HIGH, fired
+    if re.search(_MEDIUM_RISK, q) or len(re.findall(_MEDIUM_RISK, body)) >= 2:
+        return RiskTier.MEDIUM, ["money_or_safety"]
+    return RiskTier.LOW, []

@@ -1,0 +1,215 @@
+"""Persistence of the conflict graph in one SQLite file (WAL, one transaction per write).
+
+The store is the source of truth for memories and edges; the vector backend is an index that
+can be rebuilt from it. Edges are closed (``expired_at``), never deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from caap.models import ConflictEdge, Memory
+
+__all__ = ["GraphStore", "StoredMemory"]
+
+Vector = npt.NDArray[np.float32]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+    user_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    inferred TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (user_id, id)
+);
+CREATE INDEX IF NOT EXISTS memories_user_seq ON memories (user_id, seq);
+CREATE TABLE IF NOT EXISTS edges (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    expired_at TEXT
+);
+CREATE INDEX IF NOT EXISTS edges_user ON edges (user_id, expired_at);
+"""
+SCHEMA_VERSION = "1"
+
+
+class StoredMemory:
+    """A memory row: the memory, which facets were inferred, its value vector."""
+
+    __slots__ = ("inferred", "memory", "vector")
+
+    def __init__(self, memory: Memory, inferred: list[str], vector: Vector) -> None:
+        self.memory = memory
+        self.inferred = inferred
+        self.vector = vector
+
+
+class GraphStore:
+    """SQLite-backed store of memories (with value vectors) and conflict edges.
+
+    Args:
+        path: The SQLite file. Its directory is created if missing.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.exists() and self.path.is_dir():
+            raise ValueError(f"path must be a file, but {str(self.path)!r} is a directory")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: an acknowledged write survives a kill -9 and a power cut.
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        with self.transaction() as db:
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (SCHEMA_VERSION,),
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic unit of work: committed on success, rolled back on any error."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- writes ----------------------------------------------------------------------------
+    def write(
+        self,
+        memories: Iterable[StoredMemory] = (),
+        edges: Iterable[ConflictEdge] = (),
+        *,
+        db: sqlite3.Connection | None = None,
+    ) -> None:
+        """Insert memories and upsert edges (closing an edge rewrites its row)."""
+        if db is None:
+            with self.transaction() as tx:
+                self.write(memories, edges, db=tx)
+            return
+        for sm in memories:
+            m = sm.memory
+            seq = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM memories WHERE user_id = ?", (m.user_id,)
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO memories (user_id, id, seq, payload, inferred, vector) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    m.user_id,
+                    m.id,
+                    seq,
+                    m.model_dump_json(),
+                    json.dumps(sm.inferred),
+                    np.asarray(sm.vector, dtype=np.float32).tobytes(),
+                ),
+            )
+        for e in edges:
+            db.execute(
+                "INSERT INTO edges (id, user_id, kind, source_id, target_id, payload, expired_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "payload = excluded.payload, expired_at = excluded.expired_at",
+                (
+                    e.id,
+                    e.user_id,
+                    e.kind.value,
+                    e.source_id,
+                    e.target_id,
+                    e.model_dump_json(),
+                    e.expired_at.isoformat() if e.expired_at else None,
+                ),
+            )
+
+    def update_memories(self, memories: Iterable[Memory], *, db: sqlite3.Connection) -> None:
+        """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
+        for m in memories:
+            db.execute(
+                "UPDATE memories SET payload = ? WHERE user_id = ? AND id = ?",
+                (m.model_dump_json(), m.user_id, m.id),
+            )
+
+    def delete_memory(
+        self, user_id: str, memory_id: str, *, db: sqlite3.Connection | None = None
+    ) -> bool:
+        """Remove a memory row (its edges stay, closed by the caller)."""
+        conn = db or self._db
+        with self._lock:
+            cur = conn.execute(
+                "DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id)
+            )
+        return cur.rowcount > 0
+
+    # -- reads -----------------------------------------------------------------------------
+    def memories(self, user_id: str) -> list[StoredMemory]:
+        """Every stored memory of one user, in write order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT payload, inferred, vector FROM memories WHERE user_id = ? ORDER BY seq",
+                (user_id,),
+            ).fetchall()
+        return [
+            StoredMemory(
+                Memory.model_validate_json(p), json.loads(i), np.frombuffer(v, dtype=np.float32)
+            )
+            for p, i, v in rows
+        ]
+
+    def get(self, user_id: str, memory_id: str) -> StoredMemory | None:
+        """One stored memory, or ``None``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT payload, inferred, vector FROM memories WHERE user_id = ? AND id = ?",
+                (user_id, memory_id),
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredMemory(
+            Memory.model_validate_json(row[0]),
+            json.loads(row[1]),
+            np.frombuffer(row[2], dtype=np.float32),
+        )
+
+    def edges(self, user_id: str, *, include_closed: bool = True) -> list[ConflictEdge]:
+        """Stored edges of one user."""
+        sql = "SELECT payload FROM edges WHERE user_id = ?"
+        if not include_closed:
+            sql += " AND expired_at IS NULL"
+        with self._lock:
+            rows = self._db.execute(sql, (user_id,)).fetchall()
+        return [ConflictEdge.model_validate_json(r[0]) for r in rows]
+
+    def users(self) -> list[str]:
+        """Every user id with at least one memory."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT user_id FROM memories").fetchall()
+        return sorted(r[0] for r in rows)
+
+    def close(self) -> None:
+        """Close the database (safe to call twice)."""
+        with self._lock, contextlib.suppress(sqlite3.ProgrammingError):
+            self._db.close()
