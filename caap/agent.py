@@ -1,0 +1,387 @@
+"""``caap.Agent``: remember, recall (whole conflict clusters), list conflicts, forget.
+
+Layout of a data directory::
+
+    PATH/graph.sqlite   memories, facets, value vectors, conflict edges (source of truth)
+    PATH/vectors/       the builtin backend's chromadb store (a search index)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, time, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
+from caap.adapters.base import MemoryBackend
+from caap.adapters.builtin import BuiltinBackend
+from caap.adapters.registry import get_backend
+from caap.conflict_graph.extractor import Extractor
+from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.rules import GraphConfig
+from caap.conflict_graph.store import GraphStore, StoredMemory
+from caap.models import FACETS, ConflictCluster, Decision, Memory, Recall, Response, utcnow
+
+__all__ = ["Agent"]
+
+
+def _as_datetime(value: object, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, date):
+        return datetime.combine(value, time(), tzinfo=timezone.utc)
+    if isinstance(value, str):
+        try:
+            return _as_datetime(datetime.fromisoformat(value), field)
+        except ValueError:
+            raise ValueError(f"{field} must be an ISO date or datetime, got {value!r}") from None
+    raise TypeError(f"{field} must be a datetime, date or ISO string, got {type(value).__name__}")
+
+
+def _opt_str(value: object, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{field} must not be blank")
+    return value.strip()
+
+
+class Agent:
+    """A memory that keeps conflicts, for one or many users.
+
+    Args:
+        path: Data directory; created if missing. Must not be a file.
+        backend: ``"builtin"`` (chromadb + sentence-transformers, offline), another registered
+            backend name, or a :class:`~caap.adapters.MemoryBackend` instance.
+        model: Sentence-transformers model name or path for embeddings (default: the
+            packaged all-MiniLM-L6-v2).
+        extractor: Facet extractor (default: offline cues).
+        config: Conflict-graph thresholds.
+        backend_options: Keyword arguments for a backend given by name.
+        llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
+            (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
+    """
+
+    def __init__(
+        self,
+        path: str | Path = "caap-data",
+        backend: str | MemoryBackend = "builtin",
+        *,
+        model: str = DEFAULT_MODEL,
+        embedder: Embedder | None = None,
+        extractor: Extractor | None = None,
+        config: GraphConfig | None = None,
+        backend_options: Mapping[str, Any] | None = None,
+        llm: str | Any | None = None,
+    ) -> None:
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder or get_embedder(model)
+        if isinstance(backend, MemoryBackend):
+            self.backend = backend
+        elif backend == "builtin":
+            self.backend = BuiltinBackend(self.path, embedder=self.embedder)
+        elif isinstance(backend, str):
+            self.backend = get_backend(backend, **dict(backend_options or {}))
+        else:
+            raise TypeError(
+                f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
+            )
+        self.store = GraphStore(self.path / "graph.sqlite")
+        self.extractor = extractor
+        self.config = config or GraphConfig()
+        self._graphs: dict[str, ConflictGraph] = {}
+        self._lock = threading.RLock()
+        self._llm = llm
+        self._policy: Any = None
+
+    @property
+    def policy(self) -> Any:
+        """The :class:`caap.policy.CaapPolicy` that :meth:`respond` uses (built on first use)."""
+        if self._policy is None:
+            from caap.policy import CaapPolicy
+
+            self._policy = CaapPolicy(self._llm, embedder=self.embedder, config=self.config)
+        return self._policy
+
+    # -- writing ---------------------------------------------------------------------------
+    def remember(
+        self,
+        text: str,
+        user_id: str,
+        *,
+        source: str | None = None,
+        context: str | None = None,
+        observed_at: datetime | date | str | None = None,
+        aspect: str | None = None,
+        value: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, str] | None = None,
+        **facets: Any,
+    ) -> Memory:
+        """Store one memory and link it into the user's conflict graph.
+
+        Facets given here always win over what the extractor infers. Unknown keyword
+        arguments are rejected (``ValueError`` naming the facet). Returns the stored memory
+        with its facets filled.
+        """
+        return self.remember_many(
+            [
+                dict(
+                    text=text,
+                    source=source,
+                    context=context,
+                    observed_at=observed_at,
+                    aspect=aspect,
+                    value=value,
+                    metadata=metadata,
+                    provenance=provenance,
+                    **facets,
+                )
+            ],
+            user_id,
+        )[0]
+
+    def remember_many(self, items: Iterable[str | Mapping[str, Any]], user_id: str) -> list[Memory]:
+        """Store several memories for one user in order, in one transaction.
+
+        Each item is a text or a mapping with ``text`` and any facets of :meth:`remember`.
+        Nothing is stored if any item is invalid.
+        """
+        user_id = self._check_user(user_id)
+        memories = [self._build(item, user_id) for item in items]
+        if not memories:
+            return []
+        with self._lock:
+            graph = self._graph(user_id)
+            results = graph.add_many(memories)
+            try:
+                with self.store.transaction() as db:
+                    self.store.write(
+                        [StoredMemory(r.memory, r.inferred, r.vector) for r in results],
+                        [e for r in results for e in (*r.new_edges, *r.closed_edges)],
+                        db=db,
+                    )
+                    relabeled = {m.id: m for r in results for m in r.relabeled}
+                    new_ids = {r.memory.id for r in results}
+                    self.store.update_memories(
+                        [m for i, m in relabeled.items() if i not in new_ids], db=db
+                    )
+                self.backend.add_many([r.memory for r in results])
+            except BaseException:
+                # Keep memory and disk in step: drop this user's cached graph so it reloads
+                # from what was committed.
+                self._graphs.pop(user_id, None)
+                raise
+        return [r.memory for r in results]
+
+    def forget(self, memory_id: str, user_id: str) -> bool:
+        """Delete a memory (text and vectors). Its edges are closed and kept for audit.
+
+        Returns ``False`` when the user has no such memory (another user's id included).
+        """
+        user_id = self._check_user(user_id)
+        with self._lock:
+            graph = self._graph(user_id)
+            if memory_id not in graph:
+                return False
+            closed = graph.remove(memory_id)
+            with self.store.transaction() as db:
+                self.store.write((), closed, db=db)
+                self.store.delete_memory(user_id, memory_id, db=db)
+            self.backend.delete(memory_id, user_id)
+        return True
+
+    # -- reading ---------------------------------------------------------------------------
+    def recall(self, query: str, user_id: str, k: int = 8) -> Recall:
+        """Search, then expand every hit to its whole conflict cluster.
+
+        Hits come first (best first), then the other members of their clusters ranked by
+        similarity to the query, so one side of a conflict never arrives without the others.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        user_id = self._check_user(user_id)
+        with self._lock:
+            graph = self._graph(user_id)
+            hits = self.backend.search(query, user_id, k=k)
+            if not hits:
+                return Recall(query=query)
+            qv = self.embedder.encode_one(query)
+            out: list[Memory] = []
+            scores: dict[str, float] = {}
+            hit_ids: list[str] = []
+            for h in hits:
+                if h.memory.id in graph and h.memory.id not in scores:
+                    out.append(graph.memory(h.memory.id))
+                    scores[h.memory.id] = h.score
+                    hit_ids.append(h.memory.id)
+            clusters: list[ConflictCluster] = []
+            seen_aspects: set[str] = set()
+            extra: list[tuple[float, Memory]] = []
+            for mid in hit_ids:
+                aspect = graph.memory(mid).aspect
+                if not aspect or aspect in seen_aspects:
+                    continue
+                seen_aspects.add(aspect)
+                cluster = graph.cluster(aspect)
+                if not cluster.has_conflict:
+                    continue
+                clusters.append(cluster)
+                for other in cluster.memory_ids:
+                    if other not in scores:
+                        s = float(np.dot(graph.vector(other), qv))
+                        scores[other] = s
+                        extra.append((s, graph.memory(other)))
+            extra.sort(key=lambda t: -t[0])
+            out.extend(m for _, m in extra)
+        return Recall(query=query, memories=out, hit_ids=hit_ids, scores=scores, clusters=clusters)
+
+    def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
+        """Answer ``query`` from the user's memories: recall whole clusters, decide, realize."""
+        recall = self.recall(query, user_id, k=k)
+        return self.policy.respond(recall.memories, query)  # type: ignore[no-any-return]
+
+    def resolve(
+        self,
+        settled: Response | Decision,
+        answer: str,
+        user_id: str,
+        *,
+        source: str = "the user",
+        observed_at: datetime | date | str | None = None,
+    ) -> Memory:
+        """Record the answer to a clarification or verification as a new memory.
+
+        The memory carries its ``source``, joins the aspect of the evidence the decision
+        cited, and is marked as settling that cluster, so the next :meth:`respond` about it can
+        commit. Nothing earlier is overwritten.
+        """
+        decision = settled.decision if isinstance(settled, Response) else settled
+        if not isinstance(decision, Decision):
+            raise TypeError("settled must be a Response or a Decision")
+        user_id = self._check_user(user_id)
+        with self._lock:
+            graph = self._graph(user_id)
+            aspects = [
+                graph.memory(i).aspect
+                for ids in decision.evidence.values()
+                for i in ids
+                if i in graph
+            ]
+        if not aspects:
+            raise ValueError("the decision cites no memory of this user; nothing to resolve")
+        aspect = max(set(aspects), key=lambda a: (aspects.count(a), a or ""))
+        return self.remember(
+            answer,
+            user_id,
+            source=source,
+            aspect=aspect,
+            observed_at=observed_at or utcnow(),
+            metadata={"caap_resolves": aspect or "", "unresolved": decision.unresolved or ""},
+        )
+
+    def conflicts(self, user_id: str) -> list[ConflictCluster]:
+        """Every cluster of the user's memories that carries a conflict."""
+        user_id = self._check_user(user_id)
+        with self._lock:
+            return self._graph(user_id).clusters()
+
+    def memories(self, user_id: str) -> list[Memory]:
+        """Every memory of the user, in write order."""
+        user_id = self._check_user(user_id)
+        with self._lock:
+            return self._graph(user_id).memories()
+
+    def graph(self, user_id: str) -> ConflictGraph:
+        """The user's in-memory conflict graph (read it; write through the agent)."""
+        user_id = self._check_user(user_id)
+        with self._lock:
+            return self._graph(user_id)
+
+    def close(self) -> None:
+        """Flush and release the stores."""
+        with self._lock:
+            self.store.close()
+            self.backend.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+    @staticmethod
+    def _check_user(user_id: object) -> str:
+        if not isinstance(user_id, str):
+            raise TypeError(f"user_id must be a str, got {type(user_id).__name__}")
+        if not user_id.strip():
+            raise ValueError("user_id must be a non-empty string")
+        return user_id
+
+    def _build(self, item: str | Mapping[str, Any], user_id: str) -> Memory:
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, Mapping):
+            raise TypeError(f"each item must be a str or a mapping, got {type(item).__name__}")
+        data = dict(item)
+        text = data.pop("text", None)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("text must be a non-empty string")
+        metadata = data.pop("metadata", None) or {}
+        provenance = data.pop("provenance", None) or {}
+        unknown = sorted(k for k, v in data.items() if k not in FACETS and v is not None)
+        if unknown:
+            raise ValueError(f"unknown facet {unknown[0]!r}; known facets: {', '.join(FACETS)}")
+        if not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        return Memory(
+            user_id=user_id,
+            text=text,
+            source=_opt_str(data.get("source"), "source"),
+            context=_opt_str(data.get("context"), "context"),
+            aspect=_opt_str(data.get("aspect"), "aspect"),
+            value=_opt_str(data.get("value"), "value"),
+            observed_at=_as_datetime(data.get("observed_at"), "observed_at"),
+            metadata=dict(metadata),
+            provenance={str(k): str(v) for k, v in dict(provenance).items()},
+        )
+
+    def _graph(self, user_id: str) -> ConflictGraph:
+        graph = self._graphs.get(user_id)
+        if graph is not None:
+            return graph
+        graph = ConflictGraph(user_id, self.embedder, extractor=self.extractor, config=self.config)
+        stored = self.store.memories(user_id)
+        for sm in stored:
+            graph.load(sm.memory, sm.vector, inferred=sm.inferred)
+        graph.load_edges(self.store.edges(user_id))
+        self._repair_index(user_id, [sm.memory for sm in stored])
+        self._graphs[user_id] = graph
+        return graph
+
+    def _repair_index(self, user_id: str, stored: list[Memory]) -> None:
+        # The store commits before the index; a crash in between leaves the index short.
+        if not stored or not self.backend.capabilities.keeps_ids:
+            return
+        indexed = {m.id for m in self.backend.list(user_id)}
+        missing = [m for m in stored if m.id not in indexed]
+        if missing:
+            self.backend.add_many(missing)

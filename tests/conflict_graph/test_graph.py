@@ -1,0 +1,100 @@
+"""The conflict graph with real embeddings (offline model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caap.conflict_graph import ConflictGraph
+from caap.models import ConflictType, EdgeKind, Memory
+from tests.scenarios import BUDGET, DRINKING, MEDICATION, UNRELATED
+
+
+def _graph(embedder: Any, texts: list[str], user: str = "u") -> ConflictGraph:
+    g = ConflictGraph(user, embedder)
+    g.add_many([Memory(text=t, user_id=user) for t in texts])
+    return g
+
+
+def _aspect_of(g: ConflictGraph, text: str) -> str | None:
+    return next(m.aspect for m in g.memories() if m.text == text)
+
+
+def test_context_rules_form_one_context_partition_cluster(embedder: Any) -> None:
+    g = _graph(embedder, DRINKING + UNRELATED)
+    aspects = {_aspect_of(g, t) for t in DRINKING}
+    assert len(aspects) == 1
+    (aspect,) = aspects
+    assert aspect is not None
+    cluster = g.cluster(aspect)
+    assert cluster.conflict_type is ConflictType.CPC
+    assert {e.kind for e in cluster.edges} == {EdgeKind.CONTEXT_PARTITION}
+    assert len(cluster.sides) == 4  # four distinct next-day conditions
+    assert all(_aspect_of(g, t) != aspect for t in UNRELATED)
+
+
+def test_alternating_phases_form_an_oscillation_with_reversals(embedder: Any) -> None:
+    g = _graph(embedder, BUDGET + UNRELATED)
+    (aspect,) = {_aspect_of(g, t) for t in BUDGET}
+    assert aspect is not None
+    cluster = g.cluster(aspect)
+    assert cluster.conflict_type is ConflictType.BOC
+    assert EdgeKind.TEMPORAL_OSCILLATION in {e.kind for e in cluster.edges}
+    assert cluster.reversal_count == 2
+    assert cluster.phase_durations == ["three weeks", "two weeks"]
+
+
+def test_record_and_parent_form_a_source_contradiction(embedder: Any) -> None:
+    g = _graph(embedder, MEDICATION + UNRELATED)
+    (aspect,) = {_aspect_of(g, t) for t in MEDICATION}
+    assert aspect is not None
+    cluster = g.cluster(aspect)
+    assert cluster.conflict_type is ConflictType.SCC
+    assert set(cluster.sides) == {"Maya's clinic record", "Maya's father"}
+    assert cluster.source_count == 2
+    assert cluster.risk.value == "high"
+
+
+def test_unrelated_memories_are_not_linked(embedder: Any) -> None:
+    g = _graph(embedder, DRINKING + BUDGET + MEDICATION + UNRELATED)
+    for e in g.edges():
+        a, b = g.memory(e.source_id), g.memory(e.target_id)
+        assert a.aspect == b.aspect
+    groups = [DRINKING, BUDGET, MEDICATION]
+    for i, first in enumerate(groups):
+        for second in groups[i + 1 :]:
+            assert _aspect_of(g, first[0]) != _aspect_of(g, second[0])
+
+
+def test_caller_facets_win(embedder: Any) -> None:
+    g = ConflictGraph("u", embedder)
+    (r,) = g.add_many(
+        [
+            Memory(
+                text="Maya's clinic record lists ibuprofen.",
+                user_id="u",
+                source="the GP",
+                aspect="pain_relief",
+            )
+        ]
+    )
+    assert r.memory.source == "the GP" and r.memory.aspect == "pain_relief"
+    assert "source" not in r.inferred and "aspect" not in r.inferred
+
+
+def test_removing_a_memory_closes_its_edges(embedder: Any) -> None:
+    g = _graph(embedder, MEDICATION)
+    victim = g.memories()[0].id
+    closed = g.remove(victim)
+    assert closed and all(e.expired_at is not None for e in closed)
+    assert all(victim not in e.endpoints() for e in g.edges())
+    assert any(victim in e.endpoints() for e in g.edges(include_closed=True))
+
+
+def test_graph_rejects_another_users_memory(embedder: Any) -> None:
+    g = ConflictGraph("alice", embedder)
+    try:
+        g.add(Memory(text="x", user_id="bob"))
+    except ValueError as exc:
+        assert "bob" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected ValueError")
