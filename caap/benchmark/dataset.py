@@ -1,0 +1,174 @@
+"""TANGLE instances: the JSON Lines format of DESIGN §7, validated by pydantic.
+
+Unknown fields and bad values are rejected with an error naming the file, the line and the
+field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "DatasetError",
+    "Instance",
+    "InstanceMemory",
+    "Persona",
+    "Session",
+    "Turn",
+    "default_dataset_path",
+    "iter_dataset",
+    "load_dataset",
+]
+
+ConflictLabel = Literal["CPC", "BOC", "SCC", "NONE"]
+Role = Literal["core", "background", "distractor"]
+
+
+class DatasetError(ValueError):
+    """A dataset file is malformed; the message names the file, line and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Persona(_Strict):
+    """Who the memories are about."""
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    summary: str = ""
+
+
+class InstanceMemory(_Strict):
+    """One memory of an instance with its (judge-only) role."""
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    role: Role
+
+
+class Turn(_Strict):
+    """One dialogue turn."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1)
+
+
+class Session(_Strict):
+    """One dated conversation for the pipeline track."""
+
+    id: str = Field(min_length=1)
+    date: date
+    turns: list[Turn] = Field(min_length=1)
+    memory_ids: list[str] = Field(default_factory=list)
+
+
+class Instance(_Strict):
+    """One benchmark item. Policies see only memory texts and the query."""
+
+    id: str = Field(min_length=1)
+    persona: Persona
+    aspect: str = Field(min_length=1)
+    domain: str = Field(min_length=1)
+    conflict_type: ConflictLabel
+    structure: str = ""
+    high_risk: bool = False
+    query: str = Field(min_length=1)
+    memories: list[InstanceMemory] = Field(min_length=1)
+    missing_information: str | None = None
+    sessions: list[Session] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ids_consistent(self) -> Instance:
+        ids = [m.id for m in self.memories]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate memory ids: {dupes}")
+        known = set(ids)
+        for s in self.sessions:
+            unknown = [i for i in s.memory_ids if i not in known]
+            if unknown:
+                raise ValueError(f"session {s.id!r} lists unknown memory ids {unknown}")
+        return self
+
+    def by_role(self, role: Role) -> list[InstanceMemory]:
+        """Memories with the given role, in file order."""
+        return [m for m in self.memories if m.role == role]
+
+    @property
+    def core_ids(self) -> list[str]:
+        """Ids of the conflict-bearing memories."""
+        return [m.id for m in self.memories if m.role == "core"]
+
+    def memory(self, memory_id: str) -> InstanceMemory:
+        """One memory by id (KeyError if absent)."""
+        for m in self.memories:
+            if m.id == memory_id:
+                return m
+        raise KeyError(memory_id)
+
+
+def default_dataset_path() -> Path:
+    """The dataset shipped with caap (a directory of ``.jsonl`` files)."""
+    return Path(str(resources.files("caap.benchmark") / "data" / "tangle"))
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise DatasetError(f"{path}: directory has no .jsonl files")
+        return files
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or directory")
+    return [path]
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<instance>"
+    extra = f" (value {err['input']!r})" if err["type"] != "missing" and "input" in err else ""
+    if err["type"] == "extra_forbidden":
+        return f"unknown field {loc!r}"
+    return f"field {loc!r}: {err['msg']}{extra}"
+
+
+def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
+    """Yield instances from a ``.jsonl`` file or a directory of them (default: shipped set)."""
+    root = Path(path) if path is not None else default_dataset_path()
+    seen: dict[str, str] = {}
+    for f in _files(root):
+        with f.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{f}:{lineno}"
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from None
+                if not isinstance(raw, dict):
+                    raise DatasetError(f"{where}: expected a JSON object per line")
+                try:
+                    inst = Instance.model_validate(raw)
+                except ValidationError as exc:
+                    raise DatasetError(f"{where}: {_describe(exc)}") from None
+                if inst.id in seen:
+                    raise DatasetError(
+                        f"{where}: duplicate instance id {inst.id!r} (first at {seen[inst.id]})"
+                    )
+                seen[inst.id] = where
+                yield inst
+
+
+def load_dataset(path: str | Path | None = None) -> list[Instance]:
+    """All instances from a file or directory (default: the shipped set)."""
+    return list(iter_dataset(path))
