@@ -336,8 +336,10 @@ _FROM = re.compile(
     ),
     re.I,
 )
+# Devices and documents also "log", "track" and "count".
+_RECORD_VERB = _REPORT_VERB[:-1] + r"|logged|logs|tracked|tracks|counted|counts|measured)"
 _SOURCE_RECORD = re.compile(
-    rf"({_DET}(?:[\w'’&-]+\s+){{0,4}}?{_RECORD_NOUN}){_APPOS}{_AUX}\s+{_REPORT_VERB}\b",
+    rf"({_DET}(?:[\w'’&-]+\s+){{0,4}}?{_RECORD_NOUN}){_APPOS}{_AUX}\s+{_RECORD_VERB}\b",
     re.I,
 )
 _SOURCE_PERSON = re.compile(
@@ -582,6 +584,22 @@ def find_context(text: str) -> str | None:
             continue
         return clause
     return None
+
+
+_LEAD_PREP = re.compile(
+    r"(?:\b(?:in|from|during|since|by|on|through|until|throughout)\s+)$", re.I
+)
+
+
+def widen_spans(text: str, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Grow time spans over the preposition that introduces them ("in", "from", "during")."""
+    out = []
+    for a, b in spans:
+        m = re.search(
+            r"(?:\b(?:in|from|during|since|by|on|through|until|throughout)\s+)$", text[:a], re.I
+        )
+        out.append((m.start() if m else a, b))
+    return out
 
 
 def strip_spans(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -85,7 +85,7 @@ class OfflineExtractor:
         m = _text._ACCORDING.search(text)
         if m:
             spans.append(m.span())
-        value = _text.mask_names(_text.strip_spans(text, spans), subject)
+        value = _text.mask_names(_text.strip_spans(text, _text.widen_spans(text, spans)), subject)
         low = f" {text.lower()} "
         cues = []
         if source:

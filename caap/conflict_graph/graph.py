@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from caap._embeddings import Embedder
 from caap.conflict_graph import _text
+from caap.conflict_graph._prototypes import PROTOTYPES, prototype_matrix
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.rules import (
     GraphConfig,
@@ -90,6 +91,8 @@ class ConflictGraph:
         self._row: dict[str, int] = {}
         self._edges: dict[str, ConflictEdge] = {}
         self._inferred: dict[str, tuple[str, ...]] = {}
+        self._proto: dict[str, str | None] = {}
+        self._protos = prototype_matrix(embedder)
         self._subject: set[str] = set()
         self._texts: list[str] = []
 
@@ -269,7 +272,13 @@ class ConflictGraph:
         self._ids.append(memory.id)
         self._row[memory.id] = len(self._vecs)
         self._vecs = np.vstack([self._vecs, vector[None, :].astype(np.float32)])
+        self._proto[memory.id] = self._prototype_of(vector)
         self.g.add_node(memory.id)
+
+    def _prototype_of(self, vector: Vector) -> str | None:
+        sims = self._protos @ vector
+        best = int(np.argmax(sims))
+        return list(PROTOTYPES)[best] if sims[best] >= self.config.prototype_min else None
 
     def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
         live = [i for i in self._ids if i in self._mem]
@@ -296,7 +305,7 @@ class ConflictGraph:
         neighbours = self._neighbours(vector, cfg.neighbours)
         relabeled: list[Memory] = []
         if memory.aspect is None:
-            joinable = self._joinable_aspects(neighbours)
+            joinable = self._joinable_aspects(neighbours, self._prototype_of(vector))
             if joinable:
                 updates["aspect"] = joinable[0]
                 # This memory bridges several inferred aspects: they were one all along.
@@ -329,19 +338,32 @@ class ConflictGraph:
         added, closed = self._retime(aspect)
         return WriteResult(memory, inferred, vector, new + added, closed, relabeled)
 
-    def _joinable_aspects(self, neighbours: list[tuple[str, float]]) -> list[str]:
-        """Aspects the new memory is close enough to join, best first."""
+    def _joinable_aspects(
+        self, neighbours: list[tuple[str, float]], proto: str | None
+    ) -> list[str]:
+        """Aspects the new memory is close enough to join, best first.
+
+        Joining needs a high enough mean similarity to the aspect's nearest members, or one
+        near-duplicate, or a lower mean when both sit on the same life-facet prototype.
+        """
         cfg = self.config
         by_aspect: dict[str, list[float]] = {}
+        protos: dict[str, list[str | None]] = {}
         for mid, sim in neighbours:
             a = self._mem[mid].aspect
             if a:
                 by_aspect.setdefault(a, []).append(sim)
+                protos.setdefault(a, []).append(self._proto.get(mid))
         scored = []
         for a, sims in by_aspect.items():
             top = sorted(sims, reverse=True)[: cfg.aspect_top]
             mean = sum(top) / len(top)
-            if mean >= cfg.aspect_join or top[0] >= cfg.aspect_join_single:
+            shared = proto is not None and protos[a].count(proto) * 2 >= len(protos[a])
+            if (
+                mean >= cfg.aspect_join
+                or top[0] >= cfg.aspect_join_single
+                or (shared and mean >= cfg.aspect_join_prototype)
+            ):
                 scored.append((mean, a))
         scored.sort(reverse=True)
         joinable = [a for _, a in scored]

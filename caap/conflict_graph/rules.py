@@ -38,6 +38,10 @@ class GraphConfig:
     """How many of the aspect's nearest members that mean is taken over."""
     aspect_join_single: float = 0.55
     """...or when its best single neighbour in the aspect reaches this."""
+    prototype_min: float = 0.3
+    """A memory sits on a life-facet prototype when at least this similar to it."""
+    aspect_join_prototype: float = 0.22
+    """Two memories on the same prototype join at this lower mean similarity."""
     neighbours: int = 12
     """Candidate blocking: how many nearest memories a new memory is compared with."""
     corroborate: float = 0.86
@@ -175,7 +179,12 @@ def read_timeline(
                 s, i = max(earlier)
                 if s >= cfg.return_phase:
                     best, best_sim = i, max(best_sim, cfg.same_phase)
-        if best >= 0 and best_sim >= cfg.same_phase:
+        if (
+            best >= 0
+            and best_sim >= cfg.same_phase
+            # A negated claim ("stopped investing") is another phase however close its words.
+            and classes[best][-1].extraction.negated == n.extraction.negated
+        ):
             classes[best].append(n)
             label_of[n.id] = best
         else:
