@@ -1,0 +1,225 @@
+"""What the policy reads off the visible memories: the cluster the query is about.
+
+The policy sees memory texts (with whatever facets a graph already holds) and the query, never
+a dataset label. It builds an ephemeral conflict graph over exactly those memories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from caap._embeddings import Embedder
+from caap.conflict_graph import _text
+from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
+from caap.models import ConflictCluster, ConflictType, Memory, RiskTier
+
+__all__ = ["Analysis", "analyze"]
+
+_RESOLUTION_KEY = "caap_resolves"
+_SELF = {"self-report", "self report", "user", "self", "your own account"}
+
+
+@dataclass
+class Analysis:
+    """The evidence a decision is made from."""
+
+    query: str
+    memories: dict[str, Memory]
+    """The visible memories by id (facets filled)."""
+    cluster: ConflictCluster | None
+    """The cluster the query is about, if any."""
+    relevant: list[str]
+    """Ids of the memories that bear on the query, most relevant first."""
+    relevance: dict[str, float]
+    """Query similarity of every visible memory."""
+    risk: RiskTier = RiskTier.LOW
+    risk_categories: list[str] = field(default_factory=list)
+    timeline: TemporalReading | None = None
+    settled_side: str | None = None
+    """The side the query itself names (a CPC context it states), if any."""
+    resolution: Memory | None = None
+    """A later confirmation from the user or a verified source that settles the cluster."""
+    subject: set[str] = field(default_factory=set)
+
+    @property
+    def conflict_type(self) -> ConflictType:
+        """The perceived conflict type (NONE without a conflicting cluster)."""
+        return self.cluster.conflict_type if self.cluster else ConflictType.NONE
+
+    def text(self, memory_id: str) -> str:
+        """A memory's text."""
+        return self.memories[memory_id].text
+
+
+def _rank_clusters(
+    graph: ConflictGraph, qv: np.ndarray, sims: dict[str, float]
+) -> list[tuple[float, str]]:
+    """Aspects by how well they answer the query: the best member's similarity, averaged with
+    the mean of the best three (a lone memory counts its missing neighbours as zero), so a
+    topic several memories speak to beats one stray sentence."""
+    ranked = []
+    for aspect in graph.aspects():
+        top = sorted((sims[i] for i in graph.aspect_members(aspect)), reverse=True)[:3]
+        support = sum(top) / 3
+        ranked.append((0.5 * top[0] + 0.5 * support, aspect))
+    ranked.sort(reverse=True)
+    return ranked
+
+
+def _settled_side(cluster: ConflictCluster, query: str, subject: set[str]) -> str | None:
+    """The one CPC context the query names, judged by distinctive shared words.
+
+    A context counts as named when the query carries at least half of the words that set it
+    apart from the other contexts, and no other context is named as well.
+    """
+    if cluster.conflict_type is not ConflictType.CPC:
+        return None
+    q = set(_text.content_words(query))
+    if not q:
+        return None
+    labels = [s for s in cluster.sides if s != "no condition stated"]
+    words = {s: set(_text.content_words(_text.mask_names(s, subject))) for s in labels}
+    named = []
+    for s, w in words.items():
+        others = set().union(*(v for k, v in words.items() if k != s))
+        distinctive = w - others
+        hit = distinctive & q
+        # Two distinctive words (or all of a short context's) must appear: one shared word
+        # ("meeting", "land") is usually the topic, not the situation.
+        if len(hit) >= 2 and len(hit) * 2 >= len(distinctive):
+            named.append(s)
+    return named[0] if len(named) == 1 else None
+
+
+def analyze(
+    memories: Sequence[Memory],
+    query: str,
+    embedder: Embedder,
+    *,
+    config: GraphConfig | None = None,
+    min_relevance: float = 0.15,
+    aspect_margin: float = 0.08,
+    top_sources: int = 8,
+) -> Analysis:
+    """Build a graph over ``memories`` and find the cluster ``query`` is about."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("query must be a non-empty string")
+    by_id: dict[str, Memory] = {}
+    for m in memories:
+        if m.id in by_id:
+            raise ValueError(f"duplicate memory id {m.id!r}")
+        by_id[m.id] = m
+    if not by_id:
+        return Analysis(query, {}, None, [], {})
+    users = {m.user_id for m in by_id.values()}
+    user = next(iter(users)) if len(users) == 1 else "policy"
+    graph = ConflictGraph(user, embedder, config=config)
+    graph.add_many(
+        [m if m.user_id == user else m.model_copy(update={"user_id": user}) for m in by_id.values()]
+    )
+    filled = {m.id: m for m in graph.memories()}
+    qv = embedder.encode_one(_text.mask_names(query, graph._subject))
+    sims = {i: float(np.dot(graph.vector(i), qv)) for i in filled}
+    ranked = [(score, a) for score, a in _rank_clusters(graph, qv, sims) if score >= min_relevance]
+    cluster: ConflictCluster | None = None
+    if ranked:
+        # A query can span several inferred aspects (the graph may have split one topic):
+        # take every aspect scoring close to the best one.
+        best = ranked[0][0]
+        chosen = [a for score, a in ranked if score >= best - aspect_margin]
+        ids = [i for a in chosen for i in graph.aspect_members(a)]
+        cluster = graph.cluster_over(ids, chosen[0])
+    relevant = (
+        sorted(cluster.memory_ids, key=lambda i: -sims[i])
+        if cluster is not None
+        else sorted(filled, key=lambda i: -sims[i])[:3]
+    )
+    near = sorted(filled, key=lambda i: -sims[i])[:top_sources]
+    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
+        # High stakes and several parties speaking on the topic: treat their accounts as a
+        # source conflict even if the graph did not link them (it may have split the topic).
+        by_source: dict[str, list[str]] = {}
+        for i in near:
+            src = filled[i].source
+            if src and _text.normalize_source(src) not in _SELF:
+                by_source.setdefault(src, []).append(i)
+        if len(by_source) >= 2:
+            ids = [i for v in by_source.values() for i in v]
+            cluster = ConflictCluster(
+                id=f"{user}::query-view",
+                user_id=user,
+                aspect=cluster.aspect if cluster else "query_view",
+                memory_ids=ids,
+                conflict_type=ConflictType.SCC,
+                unresolved="which source is authoritative: " + " vs ".join(by_source),
+                sides=by_source,
+                source_count=len(by_source),
+                risk=risk,
+            )
+            relevant = sorted(ids, key=lambda i: -sims[i])
+    resolution = None
+    if cluster is not None:
+        for i in cluster.memory_ids:
+            newer = resolution is None or filled[i].created_at > resolution.created_at
+            if filled[i].metadata.get(_RESOLUTION_KEY) and newer:
+                resolution = filled[i]
+    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    timeline = None
+    if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
+        timeline = graph._timeline(cluster.memory_ids)
+    return Analysis(
+        query=query,
+        memories=filled,
+        cluster=cluster,
+        relevant=relevant,
+        relevance=sims,
+        risk=risk,
+        risk_categories=cats,
+        timeline=timeline,
+        settled_side=_settled_side(cluster, query, set(graph._subject)) if cluster else None,
+        resolution=resolution,
+        subject=set(graph._subject),
+    )
+
+
+def short(text: str, words: int = 18) -> str:
+    """``text`` cut to about ``words`` words, without a trailing period."""
+    parts = text.strip().rstrip(".").split()
+    out = " ".join(parts[:words])
+    return out + ("…" if len(parts) > words else "")
+
+
+def second_person(clause: str, subject: set[str]) -> str:
+    """Turn a third-person clause about the user into second person (best effort)."""
+    out = clause
+    for name in subject:
+        out = re.sub(rf"\b{re.escape(name)}(?:'s|’s)", "your", out)
+        out = re.sub(rf"\b{re.escape(name)}\b", "you", out)
+    out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
+    out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
+    out = re.sub(r"\b(?:his|her)\b", "your", out, flags=re.I)
+    out = re.sub(r"\b(?:himself|herself)\b", "yourself", out, flags=re.I)
+
+    def fix(m: re.Match[str]) -> str:
+        verb = m.group(2)
+        irregular = {"has": "have", "is": "are", "was": "were", "does": "do", "goes": "go"}
+        if verb in irregular:
+            new = irregular[verb]
+        elif verb.endswith("ies") and len(verb) > 4:
+            new = verb[:-3] + "y"
+        elif re.search(r"(?:ch|sh|ss|x|z|o)es$", verb):
+            new = verb[:-2]
+        elif verb.endswith("s") and not verb.endswith("ss") and len(verb) > 3:
+            new = verb[:-1]
+        else:
+            new = verb
+        return f"{m.group(1)} {new}"
+
+    out = re.sub(r"\b(you|You)\s+([a-z]+)\b", fix, out)
+    return out

@@ -1,0 +1,465 @@
+"""The offline, deterministic backbone: decisions from the conflict graph, composed responses.
+
+``decide`` picks the least cautious action the visible evidence justifies and grows more
+cautious with the cost of being wrong. ``realize`` names the conflict in the memories' own
+words, gives branches, asks what would settle it and says how each answer changes the advice.
+It states no user fact that is not in a memory.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from caap.conflict_graph import _text
+from caap.models import Action, ConflictType, Decision, Response, RiskTier
+from caap.policy._analysis import Analysis, second_person, short
+
+__all__ = ["decide_offline", "realize_offline"]
+
+_ACTION_REQUEST = re.compile(
+    r"^\s*(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:tell|let|text|email|send|book|"
+    r"sign|order|give|authori[sz]e|approve|confirm|submit|schedule|pay|transfer|call|"
+    r"message|reply|forward|cancel|renew|file|share|grant|add|remove)\b|"
+    r"^\s*(?:please\s+)?(?:tell|let|text|email|send|book|sign|order|give|authori[sz]e|approve|"
+    r"confirm|submit|schedule|pay|transfer|message|forward|cancel|renew|file|share|grant)\b",
+    re.I,
+)
+_RECORD = re.compile(rf"\b{_text._RECORD_NOUN}$|\bofficial\b|\bcourt\b", re.I)
+
+
+def _sides(a: Analysis) -> dict[str, list[str]]:
+    c = a.cluster
+    if c is None:
+        return {}
+    return {label: [i for i in ids if i in a.memories] for label, ids in c.sides.items() if ids}
+
+
+def _is_record(source: str) -> bool:
+    """A written or logged source (a record, a log, an app) rather than a person's account."""
+    return bool(_RECORD.search(source.strip()))
+
+
+def decide_offline(a: Analysis) -> Decision:
+    """Choose an action from the analysis (see module doc)."""
+    ctype = a.conflict_type
+    sides = _sides(a)
+    evidence = {label: ids for label, ids in sides.items()} or {"answer": a.relevant[:3]}
+    unresolved = a.cluster.unresolved if a.cluster else None
+    risk = a.risk
+
+    def make(action: Action, rationale: str, missing: str | None = None) -> Decision:
+        return Decision(
+            action=action,
+            conflict_type=ctype,
+            unresolved=unresolved,
+            missing_information=missing,
+            evidence=evidence,
+            risk=risk,
+            rationale=rationale,
+        )
+
+    if a.resolution is not None and ctype is not ConflictType.NONE:
+        evidence = {"resolution": [a.resolution.id], **evidence}
+        return make(
+            Action.COMMIT,
+            f"a later confirmation ({a.resolution.source or 'the user'}) settles the conflict",
+        )
+    if ctype is ConflictType.NONE:
+        return make(Action.COMMIT, "the relevant memories agree; nothing is unresolved")
+    if ctype is ConflictType.STALE:
+        return make(
+            Action.COMMIT,
+            "a later observation replaces an earlier one; act on the current state and correct "
+            "any premise built on the old one",
+        )
+    if ctype is ConflictType.CPC:
+        if a.settled_side is not None and risk is not RiskTier.HIGH:
+            return make(
+                Action.COMMIT,
+                f"the query names the context ({a.settled_side}), which settles the preference",
+            )
+        missing = "which situation applies: " + " or ".join(
+            s for s in sides if s != "no condition stated"
+        )
+        if risk is RiskTier.HIGH or len(sides) > 4:
+            return make(
+                Action.CLARIFY,
+                "the preference depends on a context the query does not give, and a wrong "
+                "guess is costly or the contexts are many",
+                missing,
+            )
+        return make(
+            Action.CONDITIONALIZE,
+            "the preference depends on a context the query does not give; each context has "
+            "a clear answer, so answer per context and ask which one applies",
+            missing,
+        )
+    if ctype is ConflictType.BOC:
+        missing = "which phase is current now and what triggers a switch"
+        if risk is RiskTier.HIGH:
+            return make(
+                Action.CLARIFY,
+                "the behaviour keeps switching and acting on the wrong phase is costly",
+                missing,
+            )
+        if risk is RiskTier.MEDIUM:
+            return make(
+                Action.CONDITIONALIZE,
+                "the behaviour keeps switching; the newest phase need not persist, so answer "
+                "per phase",
+                missing,
+            )
+        return make(
+            Action.REVERSIBLE_TRIAL,
+            "the behaviour keeps switching and the newest phase need not persist; a small "
+            "step that is easy to undo is cheap to try while the trigger is unknown",
+            missing,
+        )
+    # SCC: which source governs is itself uncertain.
+    sources = [s for s in sides if s != "your own account"]
+    missing = "which source is current and authoritative: " + " vs ".join(sides)
+    if risk is RiskTier.HIGH:
+        if _ACTION_REQUEST.search(a.query):
+            return make(
+                Action.DEFER,
+                "the query asks for a consequential action while sources disagree on a "
+                "high-stakes matter; hold it until the governing source is confirmed",
+                missing,
+            )
+        return make(
+            Action.VERIFY,
+            "sources disagree on a high-stakes matter; no consequential step before the "
+            "governing source is verified",
+            missing,
+        )
+    records = [s for s in sources if _is_record(s)]
+    if risk is RiskTier.LOW and len(records) == 1 and len(sides) == 2:
+        return make(
+            Action.COMMIT,
+            f"low stakes and one side is a record ({records[0]}) against an informal account",
+        )
+    return make(
+        Action.VERIFY,
+        "sources disagree and none is clearly more reliable; check before relying on either",
+        missing,
+    )
+
+
+# -- realization ---------------------------------------------------------------------------
+
+
+def _you(a: Analysis, text: str) -> str:
+    return second_person(text, a.subject)
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:] if s else s
+
+
+def _month(d: datetime | None) -> str:
+    return d.strftime("%B %Y") if d else "an undated point"
+
+
+def _side_claim(a: Analysis, ids: list[str]) -> str:
+    best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
+    return short(a.text(best), 30)
+
+
+def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
+    sides = _sides(a)
+    labelled = {k: v for k, v in sides.items() if k != "no condition stated"}
+    conds = {label: _strip_lead(_you(a, label)) for label in labelled}
+    if d.action is Action.COMMIT and a.settled_side:
+        ids = sides.get(a.settled_side, [])
+        r.say(
+            f"Since {conds.get(a.settled_side, a.settled_side)}, I'd go with what you do in "
+            f"that situation: {_side_claim(a, ids)}."
+        )
+        r.cite(ids)
+        others = [k for k in labelled if k != a.settled_side]
+        if others:
+            r.say(
+                "Your memories tie this to the situation, and the other situations on record "
+                f"would call for something else ({_or([conds[k] for k in others[:2]])})."
+            )
+            r.cite([i for k in others for i in labelled[k]])
+        return
+    r.say(
+        f"Your memories tie this to the situation rather than giving one answer; "
+        f"{len(labelled)} conditions are on record:"
+    )
+    for label, ids in labelled.items():
+        r.branch(_cap(_if(label, conds[label])), _side_claim(a, ids))
+        r.cite(ids)
+    loose = sides.get("no condition stated", [])[:2]
+    if loose:
+        r.say(
+            "Also on record, with no condition attached: "
+            + "; ".join(short(a.text(i), 25) for i in loose)
+            + "."
+        )
+        r.cite(loose)
+    r.say(
+        "These don't contradict each other: each holds in its own situation, so what matters "
+        "is which situation you are in this time."
+    )
+    options = [conds[k] for k in labelled][:3]
+    if d.action is Action.CLARIFY:
+        r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
+    r.ask(f"Which situation is this for: {_or(options)}?")
+    firsts = list(labelled.items())[:2]
+    r.say(
+        "Once I know, I'll tailor it: "
+        + "; ".join(f"{_if(k, conds[k])}, I'd follow {_quote(a, v, 14)}" for k, v in firsts)
+        + "."
+    )
+
+
+def _if(label: str, cond: str) -> str:
+    """ "if you have an early shift" for a when/if clause, else the phrase itself."""
+    if re.match(
+        r"^(?:only\s+|just\s+|usually\s+|always\s+|mostly\s+)?(?:when|if|while)",
+        label.strip(),
+        re.I,
+    ):
+        return f"if {cond}"
+    return cond[:1].lower() + cond[1:]
+
+
+def _quote(a: Analysis, ids: list[str], words: int = 14) -> str:
+    best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
+    return f'"{short(a.text(best), words)}"'
+
+
+def _strip_lead(clause: str) -> str:
+    return re.sub(
+        r"^(?:only\s+|just\s+|usually\s+|always\s+|mostly\s+)?(?:when(?:ever)?|if|while)\s+",
+        "",
+        clause.strip(),
+        flags=re.I,
+    )
+
+
+def _or(items: list[str]) -> str:
+    items = [i for i in items if i]
+    if len(items) <= 1:
+        return items[0] if items else "something else"
+    return ", ".join(items[:-1]) + ", or " + items[-1]
+
+
+def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
+    t = a.timeline
+    phases = list(t.phases) if t else []
+    if not phases:
+        r.say("Your memories show this habit changing back and forth over time.")
+        r.cite(a.relevant[:4])
+        return
+    labels = sorted({p.label for p in phases})
+    switches = len(phases) - 1
+    r.say(
+        f"Your memories show this habit switching back and forth: {len(phases)} phases across "
+        f"{len(labels)} different approaches, with {switches} switches so far."
+    )
+    for p in phases:
+        when = _month(p.start)
+        dur = f", for {p.duration}" if p.duration else ""
+        r.bullet(f"From {when}{dur}: {short(a.text(p.members[0]), 28)}.")
+        r.cite(list(p.members))
+    durations = [p.duration for p in phases if p.duration]
+    if durations:
+        r.say(
+            "No phase has lasted long ("
+            + ", ".join(durations)
+            + "), so the most recent one is not a safe guess for where you are now."
+        )
+    else:
+        r.say(
+            "Since you keep returning to earlier approaches, the latest one may not be where you "
+            "are now."
+        )
+    r.say(
+        "The switches don't look random, but your memories don't say what triggers them, "
+        "which is the piece that would settle the right approach for now."
+    )
+    latest = phases[-1]
+    other = next((p for p in reversed(phases) if p.label != latest.label), None)
+    latest_s = short(a.memories[latest.members[0]].value or a.text(latest.members[0]), 16)
+    other_s = (
+        short(a.memories[other.members[0]].value or a.text(other.members[0]), 16) if other else ""
+    )
+    if d.action is Action.REVERSIBLE_TRIAL:
+        r.say(
+            f"A low-cost way forward: try the approach you used most recently ({latest_s}) "
+            f"for one week, then check in. It is easy to switch back"
+            + (f" to the other approach ({other_s})" if other else "")
+            + " if it doesn't fit."
+        )
+    elif d.action is Action.CONDITIONALIZE and other:
+        r.branch(
+            f"If you're in the mode of the latest phase ({latest_s})", "keep that routine for now"
+        )
+        r.branch(f"If you've drifted back to the other mode ({other_s})", "start from that instead")
+    r.ask("Which of these modes are you in right now, and what usually makes you switch?")
+    if other:
+        r.say(
+            "If you're still in the latest mode, I'd build on it; if you've gone back to "
+            "the other one, I'd plan around that instead; and if something specific triggers "
+            "the switch, we can plan for that trigger."
+        )
+
+
+def _source_kind(source: str) -> str:
+    s = source.lower()
+    if _is_record(s):
+        return "a written record: authoritative when current, but it can be out of date"
+    if re.search(
+        r"doctor|physician|pediatrician|nurse|pharmacist|lawyer|teacher|school|"
+        r"clinic|hospital|bank|court|manager|supervisor|officer|registrar",
+        s,
+    ):
+        return "a professional, but relayed second-hand here"
+    if s in ("your own account", "self-report"):
+        return "your own account"
+    return "a personal account: first-hand, but not a record"
+
+
+def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
+    sides = _sides(a)
+    r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
+    for label, ids in sides.items():
+        r.bullet(f"{_cap(label)}: {_side_claim(a, ids)}.")
+        r.cite(ids)
+    r.say(
+        "Which one governs is the open question: "
+        + "; ".join(f"{label} is {_source_kind(label)}" for label in list(sides)[:4])
+        + "."
+    )
+    names = list(sides)
+    if d.action is Action.COMMIT:
+        rec = next((s for s in names if _is_record(s)), names[0])
+        r.say(
+            f"Since the stakes are low and {rec} is a record, I'd go with it for now, and "
+            f"revisit if the other account turns out to be newer."
+        )
+        r.ask(f"Is {rec} still current?")
+        return
+    if d.action is Action.DEFER:
+        r.say(
+            "Because this is a high-stakes matter, I'd hold off on acting on it until the "
+            "question of which source is current is settled."
+        )
+    elif a.risk is RiskTier.HIGH:
+        r.say(
+            "Because the stakes are high, I wouldn't act on either version until it is confirmed."
+        )
+    r.say("To settle it:")
+    for i, label in enumerate(names[:4], 1):
+        r.bullet(
+            f"{i}. Check with {label} whether their information is current, and when it was "
+            "last updated."
+        )
+    r.ask(f"Can you confirm which is current: {_or(names[:3])}?")
+    if len(names) >= 2:
+        r.say(
+            f"If {names[0]} turns out to be current, follow it; if {names[1]} is the newer, "
+            f"authoritative one, follow that instead, and update the other."
+        )
+
+
+def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
+    t = a.timeline
+    if not t or not t.phases:
+        _commit(a, d, r)
+        return
+    latest = t.phases[-1]
+    earlier = t.phases[0]
+    r.say(
+        f"Going by the most recent information ({_month(latest.start)}): "
+        f"{short(a.text(latest.members[0]), 30)}."
+    )
+    r.say(
+        f"That replaces the earlier note from {_month(earlier.start)} "
+        f"({short(a.text(earlier.members[0]), 20)}), so I'd plan around the current state."
+    )
+    r.cite(list(latest.members) + list(earlier.members))
+    r.ask("Is that still the current situation?")
+
+
+def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
+    if a.resolution is not None:
+        r.say(f"This was settled: {short(a.resolution.text, 40)}.")
+        r.cite([a.resolution.id])
+        r.say("I'll go with that.")
+        return
+    top = a.relevant[:3]
+    if not top:
+        r.say("I don't have anything on record about this yet.")
+        return
+    r.say("Based on what you've told me: " + " ".join(short(a.text(i), 30) + "." for i in top))
+    r.cite(top)
+    r.say("These agree, so I'd go with that.")
+
+
+class _Draft:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.cited: list[str] = []
+        self.questions: list[str] = []
+        self.branches: dict[str, str] = {}
+
+    def say(self, s: str) -> None:
+        self.lines.append(s)
+
+    def bullet(self, s: str) -> None:
+        self.lines.append(f"- {s}")
+
+    def cite(self, ids: list[str]) -> None:
+        for i in ids:
+            if i not in self.cited:
+                self.cited.append(i)
+
+    def ask(self, q: str) -> None:
+        self.questions.append(q)
+        self.lines.append(q)
+
+    def branch(self, cond: str, then: str) -> None:
+        self.branches[cond] = then
+        self.lines.append(f"- {cond}: {then.rstrip('.')}.")
+
+    def text(self) -> str:
+        out: list[str] = []
+        for line in self.lines:
+            if (line.startswith("- ") and out and not out[-1].startswith("- ")) or line.startswith(
+                "- "
+            ):
+                out.append(line)
+            else:
+                out.append(("\n" if out else "") + line)
+        return "\n".join(out).strip()
+
+
+def realize_offline(a: Analysis, d: Decision) -> Response:
+    """Write the response the decision calls for, citing only visible memories."""
+    r = _Draft()
+    ctype = a.conflict_type
+    if d.action is Action.COMMIT and (ctype is ConflictType.NONE or a.resolution is not None):
+        _commit(a, d, r)
+    elif ctype is ConflictType.CPC:
+        _cpc(a, d, r)
+    elif ctype is ConflictType.BOC:
+        _boc(a, d, r)
+    elif ctype is ConflictType.SCC:
+        _scc(a, d, r)
+    elif ctype is ConflictType.STALE:
+        _stale(a, d, r)
+    else:
+        _commit(a, d, r)
+    cited = [i for i in r.cited if i in a.memories]
+    return Response(
+        text=r.text(),
+        decision=d,
+        cited_memory_ids=cited,
+        questions=r.questions,
+        branches=r.branches,
+    )

@@ -1,0 +1,157 @@
+"""The offline CAAP backbone: each action's trigger, and faithful realization."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from caap.models import Action, ConflictType, Memory
+from caap.policy import CaapPolicy
+from tests.scenarios import BUDGET, DRINKING, MEDICATION, UNRELATED
+
+AGREEING = [
+    "Ethan orders a flat white with oat milk at the cafe near the hospital.",
+    "Ethan always asks for oat milk because dairy upsets his stomach.",
+    "Ethan's usual cafe order is a flat white, never anything sweet.",
+]
+MEDICATION_3 = [
+    *MEDICATION,
+    "Pharmacy purchase history shows repeated children's ibuprofen purchases for Maya.",
+]
+MONEY_PHASES = [
+    "In January 2025 Ethan moved his savings into an index fund every payday for three weeks.",
+    "In February 2025 Ethan stopped investing and kept his savings in a bank deposit account.",
+    "In April 2025 Ethan went back to moving his savings into the index fund for two weeks.",
+]
+LOW_SCC = [
+    "Ethan's gym app logged 12 climbing sessions in March.",
+    "Ethan's climbing partner says Ethan only climbed twice in March.",
+]
+STALE = [
+    "In 2023 Ethan lived in a flat in Seattle near Green Lake.",
+    "In March 2025 Ethan signed a lease and moved to an apartment in Portland.",
+]
+
+
+@pytest.fixture(scope="module")
+def policy(embedder: Any) -> CaapPolicy:
+    return CaapPolicy(embedder=embedder)
+
+
+def _mems(texts: list[str]) -> list[Memory]:
+    return [Memory(id=f"m{i:02d}", text=t, user_id="ethan") for i, t in enumerate(texts)]
+
+
+def test_agreeing_memories_commit(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(AGREEING + UNRELATED), "What's my usual coffee order?")
+    assert r.decision.action is Action.COMMIT
+    assert r.decision.conflict_type is ConflictType.NONE
+    assert "flat white" in r.text
+    assert not r.questions
+
+
+def test_context_conflict_conditionalizes_with_branches_and_a_question(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(DRINKING + UNRELATED), "Should I have a few drinks tonight?")
+    assert r.decision.action is Action.CONDITIONALIZE
+    assert r.decision.conflict_type is ConflictType.CPC
+    assert len(r.branches) >= 2
+    assert r.questions and r.questions[0].endswith("?")
+    assert "early shift" in r.text and "next day" in r.text
+
+
+def test_query_that_names_the_context_commits(policy: CaapPolicy) -> None:
+    r = policy.respond(
+        _mems(DRINKING), "I have an early shift the following morning, should I drink tonight?"
+    )
+    assert r.decision.action is Action.COMMIT
+    assert "skips alcohol" in r.text
+
+
+def test_oscillation_gets_a_reversible_trial_that_quantifies_the_pattern(
+    policy: CaapPolicy,
+) -> None:
+    r = policy.respond(_mems(BUDGET + UNRELATED), "How should I track my spending this month?")
+    assert r.decision.action is Action.REVERSIBLE_TRIAL
+    assert r.decision.conflict_type is ConflictType.BOC
+    assert "2 switches" in r.text
+    assert "three weeks" in r.text and "two weeks" in r.text
+    assert r.questions
+
+
+def test_oscillation_with_money_at_stake_conditionalizes(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(MONEY_PHASES), "Where should I put my savings this month?")
+    assert r.decision.conflict_type is ConflictType.BOC
+    assert r.decision.action is Action.CONDITIONALIZE
+
+
+def test_high_risk_source_conflict_verifies_first(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(MEDICATION_3), "Is ibuprofen okay for Maya's fever?")
+    assert r.decision.action is Action.VERIFY
+    assert r.decision.risk.value == "high"
+    for source in ("clinic record", "father", "Pharmacy purchase history"):
+        assert source in r.text
+    assert "wouldn't act" in r.text or "hold off" in r.text
+
+
+def test_high_risk_source_conflict_defers_a_requested_action(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(MEDICATION_3), "Can you tell Maya's babysitter to give her ibuprofen?")
+    assert r.decision.action is Action.DEFER
+
+
+def test_low_stakes_record_against_hearsay_commits_to_the_record(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(LOW_SCC), "How much did I climb in March?")
+    assert r.decision.conflict_type is ConflictType.SCC
+    assert r.decision.action is Action.COMMIT
+    assert "gym app" in r.text
+
+
+def test_stale_state_commits_to_the_current_one(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(STALE), "Which city should I search for a dentist in?")
+    assert r.decision.conflict_type is ConflictType.STALE
+    assert r.decision.action is Action.COMMIT
+    assert "Portland" in r.text.split("\n")[0]
+
+
+def test_realized_responses_cite_only_given_memories(policy: CaapPolicy) -> None:
+    mems = _mems(DRINKING + BUDGET + MEDICATION_3 + UNRELATED)
+    ids = {m.id for m in mems}
+    for q in (
+        "Should I drink tonight?",
+        "How should I track spending?",
+        "Can Maya take ibuprofen?",
+        "What instrument do I play?",
+    ):
+        r = policy.respond(mems, q)
+        assert r.cited_memory_ids and set(r.cited_memory_ids) <= ids
+        assert set(r.decision.evidence) and all(set(v) <= ids for v in r.decision.evidence.values())
+
+
+def test_quoted_user_facts_come_from_memories(policy: CaapPolicy) -> None:
+    """Every bullet the offline backbone writes quotes a stored memory's words."""
+    mems = _mems(DRINKING + MEDICATION_3)
+    texts = [m.text.rstrip(".") for m in mems]
+    for q in ("Should I drink tonight?", "Can Maya take ibuprofen?"):
+        r = policy.respond(mems, q)
+        for line in r.text.splitlines():
+            m = re.match(r"- [^:]+: (.+?)\.?$", line)
+            if m and not line.startswith("- 1."):
+                quoted = m.group(1).rstrip("…")
+                assert any(quoted in t or t.startswith(quoted) for t in texts), line
+
+
+def test_policy_never_sees_labels(policy: CaapPolicy) -> None:
+    """The decision depends on texts and query only: ids that hint at roles change nothing."""
+    a = policy.respond(_mems(DRINKING), "Should I drink tonight?")
+    relabelled = [
+        Memory(id=f"core-{i}", text=m.text, user_id="ethan") for i, m in enumerate(_mems(DRINKING))
+    ]
+    b = policy.respond(relabelled, "Should I drink tonight?")
+    assert a.decision.action == b.decision.action
+    assert a.decision.conflict_type == b.decision.conflict_type
+
+
+def test_empty_query_is_rejected(policy: CaapPolicy) -> None:
+    with pytest.raises(ValueError, match="query"):
+        policy.respond(_mems(DRINKING), "  ")

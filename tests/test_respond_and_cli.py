@@ -1,0 +1,70 @@
+"""Agent.respond / resolve and the ``caap`` command line, end to end offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caap import Action, Agent
+from caap.cli import main
+from tests.scenarios import DRINKING, MEDICATION, UNRELATED
+
+
+def test_respond_then_resolve_settles_the_cluster(tmp_path: Path, embedder: Any) -> None:
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.remember_many(DRINKING + UNRELATED, "ethan")
+    first = agent.respond("Should I have a few drinks tonight?", "ethan")
+    assert first.decision.action is Action.CONDITIONALIZE
+    answer = agent.resolve(first, "Tomorrow I have an early shift at the lab.", "ethan")
+    assert answer.source == "the user"
+    assert (
+        answer.metadata["caap_resolves"]
+        == agent.graph("ethan").memory(first.cited_memory_ids[0]).aspect
+    )
+    second = agent.respond("Should I have a few drinks tonight?", "ethan")
+    assert second.decision.action is Action.COMMIT
+    assert answer.id in second.cited_memory_ids
+    assert "early shift" in second.text
+
+
+def test_resolve_rejects_a_decision_about_someone_else(tmp_path: Path, embedder: Any) -> None:
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.remember_many(MEDICATION, "maya")
+    r = agent.respond("Can Maya take ibuprofen?", "maya")
+    with pytest.raises(ValueError, match="cites no memory"):
+        agent.resolve(r, "The clinic confirmed the record is current.", "ethan")
+
+
+def test_demo_shows_each_kind_of_action(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    actions = [line.split()[1] for line in out.splitlines() if line.startswith("action:")]
+    assert len(actions) == 4
+    assert actions[0] == "commit"
+    assert actions[1] in {"conditionalize", "clarify"}
+    assert actions[2] in {"reversible_trial", "conditionalize", "clarify"}
+    assert actions[3] in {"verify", "defer"}
+    assert "cites:" in out
+
+
+def test_remember_ask_and_conflicts_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = str(tmp_path / "cli")
+    for text in MEDICATION:
+        assert main(["remember", text, "--data", data, "--user", "maya"]) == 0
+    assert main(["conflicts", "--data", data, "--user", "maya"]) == 0
+    assert main(["ask", "Can Maya take ibuprofen tonight?", "--data", data, "--user", "maya"]) == 0
+    out = capsys.readouterr().out
+    assert "SCC" in out and "action:     verify" in out
+
+
+def test_cli_reports_bad_input_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["remember", "hello", "--data", str(f), "--user", "u"]) == 2
+    assert "path" in capsys.readouterr().err
