@@ -2,7 +2,7 @@
 
 >>> from caap import Agent
 >>> agent = Agent("./caap-data")  # doctest: +SKIP
->>> agent.remember("Ethan texts his peers but calls his supervisor.", user_id="ethan")  # doctest: +SKIP
+>>> agent.remember("Ethan texts his peers but calls his boss.", "ethan")  # doctest: +SKIP
 """
 
 from caap.agent import Agent

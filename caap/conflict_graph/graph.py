@@ -367,6 +367,8 @@ class ConflictGraph:
                 scored.append((mean, a))
         scored.sort(reverse=True)
         joinable = [a for _, a in scored]
+        if len(joinable) > 1 and not cfg.merge_bridged:
+            joinable = joinable[:1]
         if len(joinable) > 1:
             # Only inferred aspects merge; an aspect a caller named stays as it is.
             explicit = self._explicit_aspects()

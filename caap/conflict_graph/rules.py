@@ -42,6 +42,8 @@ class GraphConfig:
     """A memory sits on a life-facet prototype when at least this similar to it."""
     aspect_join_prototype: float = 0.22
     """Two memories on the same prototype join at this lower mean similarity."""
+    merge_bridged: bool = True
+    """Merge two inferred aspects when a new memory is close enough to join both."""
     neighbours: int = 12
     """Candidate blocking: how many nearest memories a new memory is compared with."""
     corroborate: float = 0.86

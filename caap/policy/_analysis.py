@@ -201,6 +201,15 @@ def second_person(clause: str, subject: set[str]) -> str:
     for name in subject:
         out = re.sub(rf"\b{re.escape(name)}(?:'s|’s)", "your", out)
         out = re.sub(rf"\b{re.escape(name)}\b", "you", out)
+    # First person, as memories taken from the user's own words read.
+    out = re.sub(r"\bI am\b", "you are", out)
+    out = re.sub(r"\bI was\b", "you were", out)
+    out = re.sub(r"\bI'm\b", "you're", out)
+    out = re.sub(r"\bI've\b", "you've", out)
+    out = re.sub(r"\bI'd\b", "you'd", out)
+    out = re.sub(r"\bI\b", "you", out)
+    out = re.sub(r"\b(?:my|My)\b", "your", out)
+    out = re.sub(r"\bmyself\b", "yourself", out)
     out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
     out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
     out = re.sub(r"\b(?:his|her)\b", "your", out, flags=re.I)
