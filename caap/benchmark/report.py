@@ -1,0 +1,177 @@
+"""The TANGLE run report: one versioned pydantic model (field order is the file format).
+
+``report.json`` is a contract other tools read: ``schema_version``, the component specs, and
+``instances`` with at least ``id``, ``conflict_type``, ``action``, ``scores`` (``d1``..``d5``,
+``total``), ``d6``, ``observability`` and ``response``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from caap.benchmark.registry import ComponentSpec
+from caap.models import Decision, utcnow
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "InstanceResult",
+    "ObservabilityResult",
+    "Report",
+    "ScoreRow",
+    "read_report",
+    "write_report",
+]
+
+SCHEMA_VERSION = "1.0"
+Observability = Literal["FULL", "PARTIAL", "NONE"]
+
+
+class ScoreRow(BaseModel):
+    """D1–D5 (0–4 each) and their total, as written to the report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    d1: int
+    d2: int
+    d3: int
+    d4: int
+    d5: int
+    total: int
+
+
+class ObservabilityResult(BaseModel):
+    """How much of an instance's conflict survived into the retrieved bank (pipeline track)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: Observability = Field(description="With the conflict-graph expansion, if enabled.")
+    level_without_graph: Observability | None = Field(
+        default=None, description="Same bank without the expansion (backend search only)."
+    )
+    matched_core: list[str] = Field(
+        default_factory=list, description="Core memory ids represented in the bank."
+    )
+    matched_core_without_graph: list[str] = Field(default_factory=list)
+    core_total: int = 0
+    bank_size: int = 0
+    bank_size_without_graph: int = 0
+    rule: str = Field(default="", description="Which matching rule decided each match.")
+
+
+class InstanceResult(BaseModel):
+    """One instance's outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    conflict_type: str
+    high_risk: bool = False
+    domain: str = ""
+    distractors: int | None = Field(default=None, description="Distractors shown (noise level).")
+    action: str
+    scores: ScoreRow
+    d6: Literal["safe", "partial", "unsafe"] | None = None
+    observability: ObservabilityResult | None = None
+    response: str
+    decision: Decision | None = None
+    shown_memory_ids: list[str] = Field(
+        default_factory=list, description="Instance memory ids the policy saw, in shown order."
+    )
+    judge_rationale: dict[str, str] = Field(default_factory=dict)
+    error: str | None = Field(default=None, description="Set when the instance failed to run.")
+    seconds: float = 0.0
+
+
+class Report(BaseModel):
+    """A whole run: what ran, on what, and every instance's result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = SCHEMA_VERSION
+    created_at: datetime = Field(default_factory=utcnow)
+    caap_version: str = ""
+    track: Literal["oracle", "pipeline"]
+    dataset: str
+    policy: ComponentSpec
+    judge: ComponentSpec
+    backend: ComponentSpec | None = None
+    graph_expansion: bool | None = None
+    distractors: int | None = None
+    seed: int = 0
+    limit: int | None = None
+    instances: list[InstanceResult] = Field(default_factory=list)
+
+    # -- summaries -------------------------------------------------------------------------
+    def mean_total(self, conflict_type: str | None = None) -> float:
+        """Mean D1–D5 total, over all instances or one conflict type."""
+        rows = [
+            r.scores.total
+            for r in self.instances
+            if r.error is None and (conflict_type is None or r.conflict_type == conflict_type)
+        ]
+        return sum(rows) / len(rows) if rows else 0.0
+
+    def mean_dimensions(self, conflict_type: str | None = None) -> dict[str, float]:
+        """Mean of each dimension d1..d5."""
+        rows = [
+            r.scores
+            for r in self.instances
+            if r.error is None and (conflict_type is None or r.conflict_type == conflict_type)
+        ]
+        if not rows:
+            return {f"d{i}": 0.0 for i in range(1, 6)}
+        return {f"d{i}": sum(getattr(s, f"d{i}") for s in rows) / len(rows) for i in range(1, 6)}
+
+    def action_mix(self) -> dict[str, dict[str, int]]:
+        """Conflict type -> action -> count."""
+        out: dict[str, Counter[str]] = defaultdict(Counter)
+        for r in self.instances:
+            out[r.conflict_type][r.action] += 1
+        return {k: dict(v) for k, v in sorted(out.items())}
+
+    def observability_counts(self, *, with_graph: bool = True) -> dict[str, int]:
+        """FULL / PARTIAL / NONE counts (pipeline track)."""
+        c: Counter[str] = Counter()
+        for r in self.instances:
+            if r.observability is None:
+                continue
+            level = r.observability.level if with_graph else r.observability.level_without_graph
+            if level is not None:
+                c[level] += 1
+        return {k: c.get(k, 0) for k in ("FULL", "PARTIAL", "NONE")}
+
+    def d6_counts(self) -> dict[str, int]:
+        """safe / partial / unsafe counts over the instances that have a D6."""
+        c = Counter(r.d6 for r in self.instances if r.d6 is not None)
+        return {k: c.get(k, 0) for k in ("safe", "partial", "unsafe")}
+
+    def conflict_types(self) -> list[str]:
+        """Conflict types present, in a stable order."""
+        order = ["CPC", "BOC", "SCC", "NONE"]
+        present = {r.conflict_type for r in self.instances}
+        return [t for t in order if t in present] + sorted(present - set(order))
+
+
+def write_report(report: Report, path: str | Path) -> Path:
+    """Write ``report`` as JSON (atomically: a half-written report never replaces a good one)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    tmp.replace(p)
+    return p
+
+
+def read_report(path: str | Path) -> Report:
+    """Read a ``report.json`` (a directory is taken to hold one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    if not p.exists():
+        raise FileNotFoundError(f"no report at {p}")
+    return Report.model_validate_json(p.read_text(encoding="utf-8"))

@@ -1,0 +1,391 @@
+"""The two tracks of the TANGLE harness, one instance at a time.
+
+- **Oracle**: the curated memories (:func:`caap.benchmark.presentation.present`) go straight to
+  the policy.
+- **Pipeline**: every user turn of the persona's dated sessions is stored through a memory
+  backend (:class:`PipelineBank`); the query retrieves a bank; the bank goes to the policy.
+  The bank's conflict observability is measured with and without the conflict-graph expansion.
+
+Both tracks judge the response the same way, and neither lets an exception escape: a failing
+policy, judge or backend becomes :attr:`InstanceResult.error` with zero scores.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from caap.adapters.base import MemoryBackend
+from caap.benchmark.base import Judge, JudgeInput, Scores
+from caap.benchmark.dataset import Instance, Session
+from caap.benchmark.observability import CachingEncoder, Encoder, Observability, observe
+from caap.benchmark.presentation import present, shown_id, user_id_for
+from caap.benchmark.report import InstanceResult, ObservabilityResult, ScoreRow
+from caap.models import Memory, Response
+from caap.policy.base import Policy
+
+__all__ = [
+    "DEFAULT_K",
+    "ERROR_ACTION",
+    "PipelineBank",
+    "RetrievedBanks",
+    "run_oracle_instance",
+    "run_pipeline_instance",
+    "score_row",
+]
+
+#: How many memories the backend search returns on the pipeline track.
+DEFAULT_K = 10
+#: ``InstanceResult.action`` when the policy failed before deciding.
+ERROR_ACTION = "error"
+
+_ZERO = ScoreRow(d1=0, d2=0, d3=0, d4=0, d5=0, total=0)
+
+
+def score_row(scores: Scores) -> ScoreRow:
+    """The report row of a judge's scores."""
+    return ScoreRow(
+        d1=scores.d1, d2=scores.d2, d3=scores.d3, d4=scores.d4, d5=scores.d5, total=scores.total
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    # One line for the report, plus the innermost frame so the failure can be found.
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _base(instance: Instance, distractors: int | None) -> dict[str, Any]:
+    return {
+        "id": instance.id,
+        "conflict_type": instance.conflict_type,
+        "high_risk": instance.high_risk,
+        "domain": instance.domain,
+        "distractors": distractors,
+    }
+
+
+def _respond_and_judge(
+    instance: Instance,
+    policy: Policy,
+    judge: Judge,
+    memories: Sequence[Memory],
+    shown_ids: dict[str, str],
+    shown_texts: dict[str, str],
+    fields: dict[str, Any],
+    started: float,
+) -> InstanceResult:
+    response: Response | None = None
+    try:
+        response = policy.respond(list(memories), instance.query)
+        if not isinstance(response, Response):
+            raise TypeError(
+                f"policy {getattr(policy, 'name', policy)!r} returned "
+                f"{type(response).__name__}, not a Response"
+            )
+        scores = judge.score(
+            JudgeInput(
+                instance=instance, response=response, shown_ids=shown_ids, shown_texts=shown_texts
+            )
+        )
+    except Exception as exc:
+        got = response if isinstance(response, Response) else None
+        return InstanceResult(
+            **fields,
+            action=got.decision.action.value if got is not None else ERROR_ACTION,
+            scores=_ZERO,
+            response=got.text if got is not None else "",
+            decision=got.decision if got is not None else None,
+            error=_describe(exc),
+            seconds=time.perf_counter() - started,
+        )
+    return InstanceResult(
+        **fields,
+        action=response.decision.action.value,
+        scores=score_row(scores),
+        d6=scores.d6,
+        response=response.text,
+        decision=response.decision,
+        judge_rationale=dict(scores.rationale),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def run_oracle_instance(
+    instance: Instance,
+    policy: Policy,
+    judge: Judge,
+    *,
+    distractors: int | None = None,
+    seed: int = 0,
+) -> InstanceResult:
+    """Present the curated memories, ask the policy, judge the response.
+
+    Never raises for a failing policy or judge: the failure is recorded in ``error`` with zero
+    scores. A ``distractors`` value out of range is a caller error and also lands in ``error``.
+    """
+    started = time.perf_counter()
+    fields = _base(instance, distractors)
+    try:
+        shown = present(instance, distractors=distractors, seed=seed)
+    except Exception as exc:
+        return InstanceResult(
+            **fields,
+            action=ERROR_ACTION,
+            scores=_ZERO,
+            response="",
+            error=_describe(exc),
+            seconds=time.perf_counter() - started,
+        )
+    fields["shown_memory_ids"] = shown.instance_ids
+    return _respond_and_judge(
+        instance,
+        policy,
+        judge,
+        shown.memories,
+        shown.shown_ids,
+        shown.shown_texts,
+        fields,
+        started,
+    )
+
+
+# -- pipeline track --------------------------------------------------------------------------
+
+
+@dataclass
+class RetrievedBanks:
+    """What one query retrieved, with and without the conflict-graph expansion."""
+
+    without_graph: list[Memory]
+    with_graph: list[Memory] | None = None
+    """``None`` when the expansion was not asked for."""
+
+
+@dataclass
+class _PersonaState:
+    memories: int = 0
+    seconds: float = 0.0
+    error: BaseException | None = None
+    sessions: list[str] = field(default_factory=list)
+
+
+class PipelineBank:
+    """The pipeline track's memory: every persona's dialogue stored through a backend.
+
+    A persona is ingested the first time one of its instances is retrieved for: all sessions of
+    all its instances in ``instances`` (not only the ones being evaluated, so the other aspects
+    of the persona are realistic noise), sorted by ``(date, session id)``, one
+    ``Agent.remember_many`` batch per session, each user turn one memory with
+    ``observed_at=session.date`` and ``provenance={"session": session.id, "turn": str(i)}``
+    (``i`` is the turn's index in the session). One :class:`~caap.Agent` holds every persona,
+    each under its own user id ``tangle:<persona id>``.
+
+    Args:
+        instances: The whole dataset (the bank of a persona is built from all of its instances).
+        backend: ``"builtin"``, another registered backend name, or a backend instance.
+        backend_options: Keyword arguments for a backend given by name.
+        path: Data directory for the agent; a temporary directory (removed on :meth:`close`)
+            when ``None``.
+        k: How many memories the backend search returns.
+        agent_factory: Builds the agent from ``(path, backend, backend_options)``; for tests.
+    """
+
+    def __init__(
+        self,
+        instances: Sequence[Instance],
+        *,
+        backend: str | MemoryBackend = "builtin",
+        backend_options: Mapping[str, Any] | None = None,
+        path: str | Path | None = None,
+        k: int = DEFAULT_K,
+        agent_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        self.k = k
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self._instances = list(instances)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="caap-tangle-")
+            path = self._tmp.name
+        self.path = Path(path)
+        if agent_factory is None:
+            from caap.agent import Agent
+
+            agent_factory = Agent
+        self.agent = agent_factory(
+            self.path, backend=backend, backend_options=dict(backend_options or {})
+        )
+        self._personas: dict[str, _PersonaState] = {}
+        self._encoder: CachingEncoder | None = None
+
+    # -- building ----------------------------------------------------------------------------
+    def sessions(self, persona_id: str) -> list[Session]:
+        """Every session of the persona's instances, sorted by ``(date, session id)``."""
+        seen: dict[str, Session] = {}
+        for inst in self._instances:
+            if inst.persona.id == persona_id:
+                for s in inst.sessions:
+                    seen.setdefault(s.id, s)
+        return sorted(seen.values(), key=lambda s: (s.date, s.id))
+
+    def ingest(self, persona_id: str) -> int:
+        """Store the persona's dialogue once; returns how many memories were stored.
+
+        Raises the ingestion error (again, on every later call) if storing failed.
+        """
+        state = self._personas.get(persona_id)
+        if state is None:
+            state = self._personas[persona_id] = _PersonaState()
+            started = time.perf_counter()
+            user = f"tangle:{persona_id}"
+            try:
+                for s in self.sessions(persona_id):
+                    items = [
+                        {
+                            "text": t.content,
+                            "observed_at": s.date,
+                            "provenance": {"session": s.id, "turn": str(i)},
+                        }
+                        for i, t in enumerate(s.turns)
+                        if t.role == "user"
+                    ]
+                    if items:
+                        state.memories += len(self.agent.remember_many(items, user))
+                    state.sessions.append(s.id)
+            except Exception as exc:
+                state.error = exc
+            state.seconds = time.perf_counter() - started
+        if state.error is not None:
+            raise state.error
+        return state.memories
+
+    def ingest_seconds(self) -> dict[str, float]:
+        """Persona id -> seconds its ingestion took."""
+        return {p: s.seconds for p, s in self._personas.items()}
+
+    def memory_counts(self) -> dict[str, int]:
+        """Persona id -> memories stored."""
+        return {p: s.memories for p, s in self._personas.items()}
+
+    # -- reading -----------------------------------------------------------------------------
+    def retrieve(self, instance: Instance, *, graph_expansion: bool = True) -> RetrievedBanks:
+        """The bank for ``instance.query``: backend search, and the agent's recall if asked."""
+        self.ingest(instance.persona.id)
+        user = user_id_for(instance)
+        hits = self.agent.backend.search(instance.query, user, k=self.k)
+        banks = RetrievedBanks(without_graph=[h.memory for h in hits])
+        if graph_expansion:
+            banks.with_graph = list(self.agent.recall(instance.query, user, k=self.k).memories)
+        return banks
+
+    @property
+    def encoder(self) -> Encoder | None:
+        """The agent's embedder behind a cache, reused for observability matching."""
+        if self._encoder is None:
+            enc = getattr(self.agent, "embedder", None)
+            if enc is None or not hasattr(enc, "encode"):
+                return None
+            self._encoder = CachingEncoder(enc)
+        return self._encoder
+
+    def close(self) -> None:
+        """Close the agent and remove a temporary directory. Safe to call twice."""
+        try:
+            close = getattr(self.agent, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
+
+    def __enter__(self) -> PipelineBank:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _for_policy(bank: Sequence[Memory]) -> list[Memory]:
+    # Re-id in bank order (retrieval order is information a real agent has) and drop
+    # provenance and metadata: session ids name the instance's aspect. Facets the graph holds
+    # (source, context, aspect, value, observed_at) stay.
+    return [
+        m.model_copy(update={"id": shown_id(pos), "provenance": {}, "metadata": {}})
+        for pos, m in enumerate(bank)
+    ]
+
+
+def _observability(
+    policy_view: Observability, without: Observability, *, graph_expansion: bool
+) -> ObservabilityResult:
+    return ObservabilityResult(
+        level=policy_view.level,
+        level_without_graph=without.level,
+        matched_core=policy_view.matched_core,
+        matched_core_without_graph=without.matched_core,
+        core_total=policy_view.core_total,
+        bank_size=policy_view.bank_size,
+        bank_size_without_graph=without.bank_size,
+        rule=policy_view.rule_summary()
+        + ("" if graph_expansion else " (graph expansion off: level is the search-only bank)"),
+    )
+
+
+def run_pipeline_instance(
+    instance: Instance,
+    policy: Policy,
+    judge: Judge,
+    bank: PipelineBank,
+    *,
+    graph_expansion: bool = True,
+    encoder: Encoder | None = None,
+) -> InstanceResult:
+    """Retrieve the bank for ``instance``, measure observability, ask the policy, judge.
+
+    The policy sees the expanded bank (``agent.recall``) or, with ``graph_expansion=False``,
+    the backend search alone, re-identified ``mem-01``... in bank order. The judge's
+    ``shown_ids`` map each shown id to the instance memory it represents under the
+    observability matching rule (``""`` when it represents none). Failures of the backend,
+    the policy or the judge land in ``error``; nothing raises.
+    """
+    fields = _base(instance, None)
+    started = time.perf_counter()
+    try:
+        # Ingestion happens once per persona; keep it out of this instance's seconds.
+        bank.ingest(instance.persona.id)
+        started = time.perf_counter()
+        banks = bank.retrieve(instance, graph_expansion=graph_expansion)
+        enc = encoder if encoder is not None else bank.encoder
+        without = observe(instance, banks.without_graph, encoder=enc)
+        if banks.with_graph is not None:
+            seen, seen_obs = banks.with_graph, observe(instance, banks.with_graph, encoder=enc)
+        else:
+            seen, seen_obs = banks.without_graph, without
+    except Exception as exc:
+        return InstanceResult(
+            **fields,
+            action=ERROR_ACTION,
+            scores=_ZERO,
+            response="",
+            error=_describe(exc),
+            seconds=time.perf_counter() - started,
+        )
+    mapping = seen_obs.mapping()
+    memories = _for_policy(seen)
+    shown_ids = {m.id: mapping.get(orig.id, "") for m, orig in zip(memories, seen, strict=True)}
+    shown_texts = {m.id: m.text for m in memories}
+    fields["observability"] = _observability(seen_obs, without, graph_expansion=graph_expansion)
+    fields["shown_memory_ids"] = [shown_ids[m.id] for m in memories]
+    return _respond_and_judge(
+        instance, policy, judge, memories, shown_ids, shown_texts, fields, started
+    )

@@ -1,0 +1,334 @@
+"""Structural checks of a TANGLE dataset beyond what the pydantic model enforces.
+
+Every problem names the instance (or file and line) and what is wrong. Count minimums (how
+many instances per conflict type, personas, aspects, high-risk SCC) describe a full benchmark:
+they are errors for the shipped set and warnings for any other dataset, so a small custom set
+still validates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from caap.benchmark.dataset import DatasetError, Instance, default_dataset_path
+
+__all__ = [
+    "BACKGROUND_RANGE",
+    "CORE_RANGE",
+    "DISTRACTORS",
+    "MINIMUMS",
+    "Problem",
+    "Severity",
+    "check_instance",
+    "distinctive_words",
+    "validate_dataset",
+    "validate_instances",
+]
+
+Severity = Literal["error", "warning"]
+
+#: Allowed number of core memories per instance (inclusive).
+CORE_RANGE = (6, 8)
+#: Allowed number of background memories per instance (inclusive).
+BACKGROUND_RANGE = (1, 2)
+#: Exact number of distractors per instance (the noise ablation goes up to it).
+DISTRACTORS = 6
+#: Dataset-wide minimums.
+MINIMUMS: dict[str, int] = {
+    "CPC": 20,
+    "BOC": 20,
+    "SCC": 20,
+    "NONE": 6,
+    "personas": 15,
+    "aspects": 30,
+    "high_risk_scc": 8,
+}
+
+# Long words that say nothing about the unresolved variable; they may appear in both texts.
+_GENERIC = frozenset(
+    {
+        "actually",
+        "already",
+        "always",
+        "another",
+        "anything",
+        "around",
+        "because",
+        "before",
+        "between",
+        "currently",
+        "during",
+        "either",
+        "getting",
+        "having",
+        "making",
+        "neither",
+        "people",
+        "person",
+        "prefers",
+        "rather",
+        "really",
+        "recent",
+        "recently",
+        "should",
+        "something",
+        "taking",
+        "things",
+        "through",
+        "usually",
+        "whether",
+        "within",
+        "without",
+    }
+)
+
+
+class Problem(BaseModel):
+    """One thing wrong with a dataset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    severity: Severity
+    message: str
+    instance: str | None = None
+    where: str | None = None
+
+    def __str__(self) -> str:
+        subject = self.instance or self.where or "dataset"
+        at = f" ({self.where})" if self.where and self.instance else ""
+        return f"{self.severity}: {subject}{at}: {self.message}"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z]+", text.lower())
+
+
+def _stem(word: str) -> str:
+    # Enough to see "reminder" in "reminders"; not a real stemmer.
+    return word[:-1] if word.endswith("s") and len(word) > 6 else word
+
+
+def distinctive_words(instance: Instance) -> set[str]:
+    """Words of ``missing_information`` that would give the unresolved variable away.
+
+    Words of six or more letters, lowercased and with a plural ``s`` dropped, except the
+    persona's name, the aspect's words and a short list of generic words.
+    """
+    if not instance.missing_information:
+        return set()
+    exclude = {_stem(w) for w in _words(instance.persona.name) + _words(instance.aspect)}
+    return {
+        _stem(w)
+        for w in _words(instance.missing_information)
+        if len(w) >= 6 and w not in _GENERIC and _stem(w) not in exclude
+    }
+
+
+def check_instance(instance: Instance, where: str | None = None) -> list[Problem]:
+    """Per-instance structural checks (counts, ids, sessions, turns, annotations)."""
+    out: list[Problem] = []
+
+    def err(message: str, severity: Severity = "error") -> None:
+        out.append(Problem(severity=severity, message=message, instance=instance.id, where=where))
+
+    n_core = len(instance.by_role("core"))
+    n_bg = len(instance.by_role("background"))
+    n_dis = len(instance.by_role("distractor"))
+    if not CORE_RANGE[0] <= n_core <= CORE_RANGE[1]:
+        err(f"has {n_core} core memories; expected {CORE_RANGE[0]}-{CORE_RANGE[1]}")
+    if not BACKGROUND_RANGE[0] <= n_bg <= BACKGROUND_RANGE[1]:
+        err(f"has {n_bg} background memories; expected {BACKGROUND_RANGE[0]}-{BACKGROUND_RANGE[1]}")
+    if n_dis != DISTRACTORS:
+        err(f"has {n_dis} distractor memories; expected {DISTRACTORS}")
+
+    mem_ids = [m.id for m in instance.memories]
+    dupes = sorted({i for i in mem_ids if mem_ids.count(i) > 1})
+    if dupes:
+        err(f"duplicate memory ids {dupes}")
+    sess_ids = [s.id for s in instance.sessions]
+    dupes = sorted({i for i in sess_ids if sess_ids.count(i) > 1})
+    if dupes:
+        err(f"duplicate session ids {dupes}")
+
+    if not instance.sessions:
+        err("has no sessions, so it cannot run on the pipeline track", "warning")
+    else:
+        listed = {i for s in instance.sessions for i in s.memory_ids}
+        unlisted = [i for i in instance.core_ids if i not in listed]
+        if unlisted:
+            err(f"core memories {unlisted} appear in no session's memory_ids")
+        unknown = sorted({i for i in listed if i not in set(mem_ids)})
+        if unknown:
+            err(f"sessions list unknown memory ids {unknown}")
+        for prev, cur in zip(instance.sessions, instance.sessions[1:], strict=False):
+            if cur.date < prev.date:
+                err(
+                    f"session dates go backwards: {prev.id!r} is {prev.date}, "
+                    f"then {cur.id!r} is {cur.date}"
+                )
+        for s in instance.sessions:
+            if s.turns[0].role != "user":
+                err(f"session {s.id!r} must start with a user turn (turn 0 is {s.turns[0].role})")
+            for i in range(1, len(s.turns)):
+                if s.turns[i].role == s.turns[i - 1].role:
+                    err(
+                        f"session {s.id!r} turns do not alternate: turns {i - 1} and {i} are "
+                        f"both {s.turns[i].role}"
+                    )
+                    break
+
+    if instance.conflict_type != "NONE":
+        if not (instance.missing_information or "").strip():
+            err(f"missing_information is required for a {instance.conflict_type} instance")
+        else:
+            query = {_stem(w) for w in _words(instance.query)}
+            leaked = sorted(distinctive_words(instance) & query)
+            if leaked:
+                err(f"query leaks words of missing_information: {leaked}")
+    if instance.high_risk and instance.conflict_type != "SCC":
+        err(f"high_risk is set on a {instance.conflict_type} instance; only SCC may be high-risk")
+    return out
+
+
+def _count_problems(instances: Sequence[Instance], severity: Severity) -> list[Problem]:
+    types = Counter(i.conflict_type for i in instances)
+    have = {
+        **{t: types.get(t, 0) for t in ("CPC", "BOC", "SCC", "NONE")},
+        "personas": len({i.persona.id for i in instances}),
+        "aspects": len({i.aspect for i in instances}),
+        "high_risk_scc": sum(i.high_risk and i.conflict_type == "SCC" for i in instances),
+    }
+    label = {
+        "personas": "personas",
+        "aspects": "distinct aspects",
+        "high_risk_scc": "high-risk SCC instances",
+    }
+    return [
+        Problem(
+            severity=severity,
+            message=(
+                f"has {have[key]} {label.get(key, key + ' instances')}; expected at least {low}"
+            ),
+        )
+        for key, low in MINIMUMS.items()
+        if have[key] < low
+    ]
+
+
+def validate_instances(
+    instances: Sequence[Instance],
+    *,
+    counts: Severity | None = "warning",
+    where: Sequence[str | None] | None = None,
+) -> list[Problem]:
+    """Check already-loaded instances: each one, dataset-wide ids, and count minimums.
+
+    Args:
+        instances: The dataset.
+        counts: Severity of count-minimum problems, or ``None`` to skip them.
+        where: Optional ``file:line`` per instance, for messages.
+    """
+    locs = list(where) if where is not None else [None] * len(instances)
+    out: list[Problem] = []
+    seen: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for inst, loc in zip(instances, locs, strict=True):
+        if inst.id in seen:
+            out.append(
+                Problem(
+                    severity="error",
+                    message=f"duplicate instance id (first at {seen[inst.id]})",
+                    instance=inst.id,
+                    where=loc,
+                )
+            )
+        seen.setdefault(inst.id, loc or inst.id)
+        for s in inst.sessions:
+            # Pipeline provenance names sessions by id: one id must mean one session.
+            if s.id in owner and owner[s.id] != inst.id:
+                out.append(
+                    Problem(
+                        severity="error",
+                        message=f"session id {s.id!r} is also used by instance {owner[s.id]!r}",
+                        instance=inst.id,
+                        where=loc,
+                    )
+                )
+            owner.setdefault(s.id, inst.id)
+        out.extend(check_instance(inst, loc))
+    if counts is not None:
+        out.extend(_count_problems(instances, counts))
+    return out
+
+
+def _describe(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"]) or "<instance>"
+    if e["type"] == "extra_forbidden":
+        return f"unknown field {loc!r}"
+    return f"field {loc!r}: {e['msg']}"
+
+
+def validate_dataset(path: str | Path | None = None) -> list[Problem]:
+    """Validate a ``.jsonl`` file or directory of them (default: the shipped set).
+
+    Lines that do not parse are reported (all of them, not only the first) and skipped; the
+    rest are checked by :func:`validate_instances`. Count minimums are errors for the shipped
+    set and warnings for any other dataset.
+
+    Raises:
+        DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
+    """
+    shipped = default_dataset_path()
+    root = Path(path) if path is not None else shipped
+    if root.is_dir():
+        files = sorted(root.glob("*.jsonl"))
+        if not files:
+            raise DatasetError(f"{root}: directory has no .jsonl files")
+    elif root.exists():
+        files = [root]
+    else:
+        raise DatasetError(f"{root}: no such file or directory")
+
+    out: list[Problem] = []
+    instances: list[Instance] = []
+    where: list[str | None] = []
+    for f in files:
+        with f.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                loc = f"{f}:{lineno}"
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    out.append(
+                        Problem(severity="error", message=f"not valid JSON ({exc.msg})", where=loc)
+                    )
+                    continue
+                ident = raw.get("id") if isinstance(raw, dict) else None
+                try:
+                    instances.append(Instance.model_validate(raw))
+                except ValidationError as exc:
+                    out.append(
+                        Problem(
+                            severity="error",
+                            message=_describe(exc),
+                            instance=ident if isinstance(ident, str) else None,
+                            where=loc,
+                        )
+                    )
+                    continue
+                where.append(loc)
+    is_shipped = root.resolve() == shipped.resolve()
+    out.extend(
+        validate_instances(instances, counts="error" if is_shipped else "warning", where=where)
+    )
+    return out
