@@ -307,13 +307,16 @@ _REPORT_VERB = (
     r"records?|recorded|contains?|names?|named|reads?|gives?|gave|"
     r"describes?|described|assures?|assured|warned|advised|denies|denied|suggests?|suggested|"
     r"announced|announces|explained|explains|specifies|specified|requires|required|"
-    r"marks|marked|flags|flagged|displays|displayed|estimates|estimated)"
+    r"marks|marked|flags|flagged|displays|displayed|estimates|estimated|prescribes|"
+    r"prescribed|recommends|recommended|allows|allowed|permits|permitted|prohibits|"
+    r"prohibited|forbids|authorizes|authorized|authorises|authorised|approves|approved)"
 )
 _SPEECH_VERB = (
     r"(?:says?|said|reports?|reported|claims?|claimed|insists?|insisted|told|tells|mentions?|"
     r"mentioned|believes?|believed|thinks?|thought|recalls?|recalled|maintains?|maintained|"
     r"swears?|swore|wrote|writes|texted|emailed|warned|assured|argues?|argued|explained|"
-    r"informed|confirmed|confirms|promised|promises|called)"
+    r"informed|confirmed|confirms|promised|promises|called|recommended|recommends|approved|"
+    r"advised|prescribed)"
 )
 _DET = r"(?:\b(?:[A-Z][\w'’&-]*(?:'s|’s)|his|her|their|my|our|the|a|an|its|this|that)\s+)"
 # An appositive name: "the leasing agent, Bree, told ..." or "his neighbour Farah says ...".
@@ -357,7 +360,8 @@ _SOURCE_TITLED = re.compile(
 )
 _SOURCE_NAMED = re.compile(
     rf"(?:^|[,;]\s+|\b(?:but|and|while|whereas)\s+)((?:[A-Z][a-z]+)(?:\s[A-Z][a-z]+)?)"
-    rf"(?:,\s+(?:the|a|an|his|her|their)\s+[^,]{{2,40}},)?{_AUX}\s+{_SPEECH_VERB}\b",
+    rf"(?:,\s+(?:the|a|an|his|her|their)\s+[^,]{{2,40}},"
+    rf"|\s+(?:from|at|of|in)\s+(?:the\s+)?[a-z]+(?:\s+[a-z]+)?)?{_AUX}\s+{_SPEECH_VERB}\b",
 )
 
 _CONTEXT = re.compile(
@@ -535,7 +539,11 @@ def find_source(text: str, subject: set[str] | None = None) -> str | None:
         return _clean_source(m.group(1))
     m = _FROM.search(text)
     if m:
-        return _clean_source(m.group(1))
+        who = m.group(1)
+        if not find_time(who).when and not re.search(r"\b(?:19|20)\d{2}\b|" + _MONTH_RE, who, re.I):
+            return _clean_source(who)
+        # "a GP note from January 2025 says": the note is the source, not the date.
+        return _clean_source(text[m.start() : m.start(1)].strip().removesuffix("from").strip())
     candidates = []
     for rx in (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED):
         m = rx.search(text)
@@ -586,9 +594,7 @@ def find_context(text: str) -> str | None:
     return None
 
 
-_LEAD_PREP = re.compile(
-    r"(?:\b(?:in|from|during|since|by|on|through|until|throughout)\s+)$", re.I
-)
+_LEAD_PREP = re.compile(r"(?:\b(?:in|from|during|since|by|on|through|until|throughout)\s+)$", re.I)
 
 
 def widen_spans(text: str, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -24,7 +24,9 @@ from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtracto
 from caap.conflict_graph.rules import (
     GraphConfig,
     Node,
-    dominant_type,
+    TemporalReading,
+    _self_source,
+    dominant_type_of,
     pair_edge,
     read_timeline,
     risk_tier,
@@ -206,13 +208,15 @@ class ConflictGraph:
         ids = [i for i in ids if i in self._mem]
         idset = set(ids)
         edges = [e for e in self.edges() if e.endpoints() <= idset]
-        kinds = [e.kind for e in edges]
-        ctype = dominant_type(kinds)
+        named = {i for i in ids if not _self_source(self._mem[i].source)}
+        ctype = dominant_type_of(edges, named)
         if ctype is ConflictType.CPC:
             contexts = {self._mem[i].context for i in ids if self._mem[i].context}
             if len(contexts) < 2:
                 # One stated condition is not a partition: read the other edges instead.
-                ctype = dominant_type([k for k in kinds if k is not EdgeKind.CONTEXT_PARTITION])
+                ctype = dominant_type_of(
+                    [e for e in edges if e.kind is not EdgeKind.CONTEXT_PARTITION], named
+                )
         mems = [self._mem[i] for i in ids]
         risk, _ = risk_tier([m.text for m in mems])
         sides: dict[str, list[str]] = {}
@@ -222,7 +226,8 @@ class ConflictGraph:
         sources = sorted({m.source for m in mems if m.source})
         if ctype is ConflictType.SCC:
             for m in mems:
-                sides.setdefault(m.source or "your own account", []).append(m.id)
+                label = "your own account" if _self_source(m.source) else str(m.source)
+                sides.setdefault(label, []).append(m.id)
             unresolved = "which source is authoritative: " + " vs ".join(sides)
         elif ctype is ConflictType.CPC:
             for m in mems:
@@ -463,7 +468,13 @@ class ConflictGraph:
             closed.append(ce)
         return closed
 
-    def _timeline(self, ids: Sequence[str]):  # type: ignore[no-untyped-def]
+    def _timeline(self, ids: Sequence[str]) -> TemporalReading:
+        """The timeline of the user's own dated statements among ``ids``.
+
+        Memories attributed to a named source stay out: a dated record and a later report from
+        someone else disagree about the world, they are not one behaviour changing.
+        """
+        ids = [i for i in ids if _self_source(self._mem[i].source)]
         nodes = [self._node(i) for i in ids]
         rows = np.array([self._row[i] for i in ids]) if ids else np.zeros(0, dtype=int)
         mat = self._vecs[rows] @ self._vecs[rows].T if len(ids) else np.zeros((0, 0))

@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
-from caap.models import ConflictType, EdgeKind, RiskTier
+from caap.models import ConflictEdge, ConflictType, EdgeKind, RiskTier
 
 __all__ = [
     "GraphConfig",
@@ -21,6 +21,7 @@ __all__ = [
     "TemporalReading",
     "TimelineEdge",
     "dominant_type",
+    "dominant_type_of",
     "pair_edge",
     "read_timeline",
     "risk_tier",
@@ -265,6 +266,32 @@ def dominant_type(kinds: Sequence[EdgeKind]) -> ConflictType:
         return ConflictType.NONE
     top = max(counts.values())
     return next(t for t in _TIE_ORDER if counts.get(t) == top)
+
+
+def dominant_type_of(
+    edges: Sequence[ConflictEdge], named_sources: set[str] | None = None
+) -> ConflictType:
+    """The conflict type that involves the most memories of a cluster.
+
+    Counting memories rather than edges keeps pairwise kinds (a context edge joins every pair
+    of contexts) from outvoting chained ones (an oscillation links consecutive phases only).
+    For source contradictions only memories with a named source count (``named_sources``):
+    one third party quoted among many of the user's own statements is one memory, not all.
+    """
+    touched: dict[ConflictType, set[str]] = {}
+    for e in edges:
+        t = _TYPE_OF_EDGE.get(e.kind)
+        if t is None:
+            continue
+        ends = {e.source_id, e.target_id}
+        if t is ConflictType.SCC and named_sources is not None:
+            ends &= named_sources
+        touched.setdefault(t, set()).update(ends)
+    touched = {t: v for t, v in touched.items() if v}
+    if not touched:
+        return ConflictType.NONE
+    top = max(len(v) for v in touched.values())
+    return next(t for t in _TIE_ORDER if len(touched.get(t, ())) == top)
 
 
 _HIGH_RISK = {

@@ -105,6 +105,7 @@ def analyze(
     min_relevance: float = 0.15,
     aspect_margin: float = 0.08,
     top_sources: int = 8,
+    max_view: int = 14,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about."""
     if not isinstance(query, str) or not query.strip():
@@ -133,6 +134,10 @@ def analyze(
         best = ranked[0][0]
         chosen = [a for score, a in ranked if score >= best - aspect_margin]
         ids = [i for a in chosen for i in graph.aspect_members(a)]
+        if len(ids) > max_view:
+            # A broad aspect (many loosely related turns) is read only where the query
+            # points: the timeline of forty chatty turns is noise, not a behaviour.
+            ids = sorted(ids, key=lambda i: -sims[i])[:max_view]
         cluster = graph.cluster_over(ids, chosen[0])
     relevant = (
         sorted(cluster.memory_ids, key=lambda i: -sims[i])

@@ -67,6 +67,13 @@ def decide_offline(a: Analysis) -> Decision:
         )
     if ctype is ConflictType.NONE:
         return make(Action.COMMIT, "the relevant memories agree; nothing is unresolved")
+    if ctype is ConflictType.STALE and risk is RiskTier.HIGH:
+        return make(
+            Action.VERIFY,
+            "a later report replaces an earlier one, but on a high-stakes matter the current "
+            "state is confirmed before anyone acts on it",
+            "whether the most recent information is confirmed and current",
+        )
     if ctype is ConflictType.STALE:
         return make(
             Action.COMMIT,
@@ -255,13 +262,18 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         r.say("Your memories show this habit changing back and forth over time.")
         r.cite(a.relevant[:4])
         return
+    if len(phases) > 6:
+        # Show the shape, not every switch: the first two and the last four phases.
+        shown_phases = phases[:2] + phases[-4:]
+    else:
+        shown_phases = phases
     labels = sorted({p.label for p in phases})
     switches = len(phases) - 1
     r.say(
         f"Your memories show this habit switching back and forth: {len(phases)} phases across "
         f"{len(labels)} different approaches, with {switches} switches so far."
     )
-    for p in phases:
+    for p in shown_phases:
         when = _month(p.start)
         dur = f", for {p.duration}" if p.duration else ""
         r.bullet(f"From {when}{dur}: {short(a.text(p.members[0]), 28)}.")
@@ -311,6 +323,8 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
 
 def _source_kind(source: str) -> str:
     s = source.lower()
+    if s in ("your own account", "self-report"):
+        return "your own account"
     if _is_record(s):
         return "a written record: authoritative when current, but it can be out of date"
     if re.search(
@@ -319,15 +333,13 @@ def _source_kind(source: str) -> str:
         s,
     ):
         return "a professional, but relayed second-hand here"
-    if s in ("your own account", "self-report"):
-        return "your own account"
     return "a personal account: first-hand, but not a record"
 
 
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     sides = _sides(a)
     r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
-    for label, ids in sides.items():
+    for label, ids in list(sides.items())[:6]:
         r.bullet(f"{_cap(label)}: {_side_claim(a, ids)}.")
         r.cite(ids)
     r.say(
@@ -383,6 +395,17 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         f"({short(a.text(earlier.members[0]), 20)}), so I'd plan around the current state."
     )
     r.cite(list(latest.members) + list(earlier.members))
+    if d.action is Action.VERIFY:
+        r.say(
+            "Because the stakes are high, I wouldn't act on either note until the current state "
+            "is confirmed with whoever holds the record."
+        )
+        r.ask("Can you confirm the most recent information is still current?")
+        r.say(
+            "If it is, we go with the current state; if the earlier note still applies, we "
+            "plan around that instead."
+        )
+        return
     r.ask("Is that still the current situation?")
 
 
