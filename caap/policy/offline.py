@@ -262,11 +262,8 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         r.say("Your memories show this habit changing back and forth over time.")
         r.cite(a.relevant[:4])
         return
-    if len(phases) > 6:
-        # Show the shape, not every switch: the first two and the last four phases.
-        shown_phases = phases[:2] + phases[-4:]
-    else:
-        shown_phases = phases
+    # Show the shape, not every switch: the first two and the last four phases.
+    shown_phases = phases[:2] + phases[-4:] if len(phases) > 6 else phases
     labels = sorted({p.label for p in phases})
     switches = len(phases) - 1
     r.say(
