@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import pairwise
 
 __all__ = [
     "TimeCue",
@@ -358,6 +359,11 @@ _SOURCE_TITLED = re.compile(
     rf"((?:[A-Z]?[\w'’-]+\s+){{0,2}}{_PERSON_NOUN})\s+((?:[A-Z][\w'’-]+)(?:\s+[A-Z][\w'’-]+)?)"
     rf"{_AUX}\s+{_SPEECH_VERB}\b",
 )
+# "The sleep clinic letter came: half a milligram ..."
+_RECORD_COLON = re.compile(
+    rf"({_DET}?(?:[\w'’&-]+\s+){{0,3}}?{_RECORD_NOUN})\s+(?:came|arrived|says|reads)?\s*:",
+    re.I,
+)
 _SOURCE_NAMED = re.compile(
     rf"(?:^|[,;]\s+|\b(?:but|and|while|whereas)\s+)((?:[A-Z][a-z]+)(?:\s[A-Z][a-z]+)?)"
     rf"(?:,\s+(?:the|a|an|his|her|their)\s+[^,]{{2,40}},"
@@ -545,7 +551,7 @@ def find_source(text: str, subject: set[str] | None = None) -> str | None:
         # "a GP note from January 2025 says": the note is the source, not the date.
         return _clean_source(text[m.start() : m.start(1)].strip().removesuffix("from").strip())
     candidates = []
-    for rx in (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED):
+    for rx in (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED, _RECORD_COLON):
         m = rx.search(text)
         if m:
             src = _clean_source(m.group(1))
@@ -560,6 +566,30 @@ def find_source(text: str, subject: set[str] | None = None) -> str | None:
             return "self-report"
         if name.lower() not in STOPWORDS and name not in ("The", "A", "An", "In", "On"):
             return name
+    return _pronoun_source(text, subject)
+
+
+_PRONOUN_REPORT = re.compile(rf"\b(?:[Ss]he|[Hh]e|[Tt]hey|[Ii]t)(?:'s)?{_AUX}\s+{_RECORD_VERB}\b")
+_RECORD_NP = re.compile(rf"({_DET}(?:[\w'’&-]+\s+){{0,3}}?{_RECORD_NOUN})\b", re.I)
+
+
+def _pronoun_source(text: str, subject: set[str]) -> str | None:
+    """ "Asked Inés about it. She says ..." / "I read my file. It says ...": the pronoun's
+    antecedent in the sentence before is the source."""
+    sentences = split_sentences(text)
+    for prev, cur in pairwise(sentences):
+        if not _PRONOUN_REPORT.search(cur):
+            continue
+        record = _RECORD_NP.search(prev)
+        names = [
+            w
+            for w in re.findall(r"\b([A-Z][a-zà-ÿ]+)\b", prev[1:])
+            if w not in subject and w.lower() not in STOPWORDS and w.lower() not in MONTHS
+        ]
+        if names:
+            return names[-1]
+        if record:
+            return _clean_source(record.group(1))
     return None
 
 

@@ -157,8 +157,9 @@ def read_timeline(
     """Group dated memories into phases and decide oscillation vs supersession.
 
     ``sim[(a, b)]`` is the value similarity of two node ids (both orders present).
-    Oscillation: some phase recurs after another (A B A), or a memory says it went back.
-    Supersession: one change with no return (A then B): the later state invalidates the earlier.
+    Oscillation: some phase recurs after another (A B A), the behaviour changed more than once,
+    or a memory says it went back. Supersession: one change with no return (A then B): the
+    later state invalidates the earlier.
     """
     dated = sorted((n for n in nodes if n.when is not None), key=lambda n: (n.order, n.id))
     if len(dated) < 2:
@@ -211,8 +212,10 @@ def read_timeline(
         for r in runs
     )
     labels = [p.label for p in phases]
-    recurs = len(set(labels)) < len(labels)
-    oscillates = recurs or any(n.extraction.returns for n in dated[1:])
+    returns = len(labels) - len(set(labels))
+    # Switching more than once is oscillation even without an exact return (A B C); one
+    # change with no return is a supersession.
+    oscillates = returns > 0 or len(runs) > 2 or any(n.extraction.returns for n in dated[1:])
     edges: list[TimelineEdge] = []
     if oscillates:
         for prev_run, run in pairwise(runs):

@@ -270,10 +270,13 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         f"Your memories show this habit switching back and forth: {len(phases)} phases across "
         f"{len(labels)} different approaches, with {switches} switches so far."
     )
-    for p in shown_phases:
+    for n, p in enumerate(shown_phases, 1):
+        first = a.text(p.members[0])
         when = _month(p.start)
         dur = f", for {p.duration}" if p.duration else ""
-        r.bullet(f"From {when}{dur}: {short(a.text(p.members[0]), 28)}.")
+        # Name the month only when the memory's own words give it.
+        head = f"From {when}{dur}" if when.split()[0] in first else f"Phase {n}{dur}"
+        r.bullet(f"{head}: {short(first, 28)}.")
         r.cite(list(p.members))
     durations = [p.duration for p in phases if p.duration]
     if durations:
