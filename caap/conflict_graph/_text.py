@@ -581,8 +581,8 @@ def _pronoun_source(text: str, subject: set[str]) -> str | None:
         if not _PRONOUN_REPORT.search(cur):
             continue
         record = _RECORD_NP.search(prev)
-        names = [
-            w
+        names: list[str] = [
+            str(w)
             for w in re.findall(r"\b([A-Z][a-zà-ÿ]+)\b", prev[1:])
             if w not in subject and w.lower() not in STOPWORDS and w.lower() not in MONTHS
         ]
