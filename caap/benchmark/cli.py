@@ -171,9 +171,15 @@ def compare_table(reports: Sequence[Report]) -> str:
             (f"action {a}", [str(sum(x.action == a for x in r.instances)) for r in reports])
         )
     if any(r.track == "pipeline" for r in reports):
-        for graph, name in ((True, "obs"), (False, "obs search-only")):
+        for graph, same, name in (
+            (True, False, "obs"),
+            (False, False, "obs search-only"),
+            (False, True, "obs search same size"),
+        ):
             counts = [
-                r.observability_counts(with_graph=graph) if r.track == "pipeline" else None
+                r.observability_counts(with_graph=graph, same_size_search=same)
+                if r.track == "pipeline"
+                else None
                 for r in reports
             ]
             for level in ("FULL", "PARTIAL", "NONE"):

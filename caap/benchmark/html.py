@@ -255,10 +255,14 @@ def _observability(report: Report) -> str:
         return ""
     with_graph = report.observability_counts(with_graph=True)
     without = report.observability_counts(with_graph=False)
+    same = report.observability_counts(same_size_search=True)
     rows, counts = [], []
     if sum(without.values()):
         rows.append("backend search only")
         counts.append([without[k] for k in _LEVELS])
+    if sum(same.values()):
+        rows.append("search, same bank size")
+        counts.append([same[k] for k in _LEVELS])
     rows.append("with conflict graph" if report.graph_expansion is not False else "retrieved bank")
     counts.append([with_graph[k] for k in _LEVELS])
     chart = stacked_bars(

@@ -53,6 +53,11 @@ class ObservabilityResult(BaseModel):
     level_without_graph: Observability | None = Field(
         default=None, description="Same bank without the expansion (backend search only)."
     )
+    level_search_same_size: Observability | None = Field(
+        default=None,
+        description="Backend search alone with k = the expanded bank's size: the equal-budget "
+        "peer that shows how much of the gain is the graph and how much is the bank size.",
+    )
     matched_core: list[str] = Field(
         default_factory=list, description="Core memory ids represented in the bank."
     )
@@ -134,13 +139,21 @@ class Report(BaseModel):
             out[r.conflict_type][r.action] += 1
         return {k: dict(v) for k, v in sorted(out.items())}
 
-    def observability_counts(self, *, with_graph: bool = True) -> dict[str, int]:
-        """FULL / PARTIAL / NONE counts (pipeline track)."""
+    def observability_counts(
+        self, *, with_graph: bool = True, same_size_search: bool = False
+    ) -> dict[str, int]:
+        """FULL / PARTIAL / NONE counts (pipeline track): with the graph expansion, search
+        alone (k as asked), or search alone at the expanded bank's size."""
         c: Counter[str] = Counter()
         for r in self.instances:
             if r.observability is None:
                 continue
-            level = r.observability.level if with_graph else r.observability.level_without_graph
+            if same_size_search:
+                level = r.observability.level_search_same_size
+            elif with_graph:
+                level = r.observability.level
+            else:
+                level = r.observability.level_without_graph
             if level is not None:
                 c[level] += 1
         return {k: c.get(k, 0) for k in ("FULL", "PARTIAL", "NONE")}

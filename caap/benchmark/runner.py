@@ -264,6 +264,8 @@ def format_summary(report: Report) -> str:
     if report.track == "pipeline":
         obs = report.observability_counts()
         raw = report.observability_counts(with_graph=False)
+        same = report.observability_counts(same_size_search=True)
+        sizes = [r.observability.bank_size for r in report.instances if r.observability]
         lines.append(
             "observability: "
             + " ".join(f"{k}={v}" for k, v in obs.items())
@@ -271,6 +273,12 @@ def format_summary(report: Report) -> str:
             + " ".join(f"{k}={v}" for k, v in raw.items())
             + ")"
         )
+        if sum(same.values()):
+            median = sorted(sizes)[len(sizes) // 2] if sizes else 0
+            lines.append(
+                f"equal-budget peer (search with k = expanded bank size, median {median}): "
+                + " ".join(f"{k}={v}" for k, v in same.items())
+            )
     d6 = report.d6_counts()
     if any(d6.values()):
         lines.append("d6: " + " ".join(f"{k}={v}" for k, v in d6.items()))

@@ -166,6 +166,8 @@ class RetrievedBanks:
     without_graph: list[Memory]
     with_graph: list[Memory] | None = None
     """``None`` when the expansion was not asked for."""
+    same_size_search: list[Memory] | None = None
+    """Backend search with ``k`` = the expanded bank's size: the equal-budget peer."""
 
 
 @dataclass
@@ -285,6 +287,11 @@ class PipelineBank:
         banks = RetrievedBanks(without_graph=[h.memory for h in hits])
         if graph_expansion:
             banks.with_graph = list(self.agent.recall(instance.query, user, k=self.k).memories)
+            # The fair peer of an expanded bank is a search that may return as many memories.
+            size = max(len(banks.with_graph), 1)
+            banks.same_size_search = [
+                h.memory for h in self.agent.backend.search(instance.query, user, k=size)
+            ]
         return banks
 
     @property
@@ -326,11 +333,16 @@ def _for_policy(bank: Sequence[Memory]) -> list[Memory]:
 
 
 def _observability(
-    policy_view: Observability, without: Observability, *, graph_expansion: bool
+    policy_view: Observability,
+    without: Observability,
+    *,
+    graph_expansion: bool,
+    same_size: Observability | None = None,
 ) -> ObservabilityResult:
     return ObservabilityResult(
         level=policy_view.level,
         level_without_graph=without.level,
+        level_search_same_size=same_size.level if same_size is not None else None,
         matched_core=policy_view.matched_core,
         matched_core_without_graph=without.matched_core,
         core_total=policy_view.core_total,
@@ -367,8 +379,11 @@ def run_pipeline_instance(
         banks = bank.retrieve(instance, graph_expansion=graph_expansion)
         enc = encoder if encoder is not None else bank.encoder
         without = observe(instance, banks.without_graph, encoder=enc)
+        same_size = None
         if banks.with_graph is not None:
             seen, seen_obs = banks.with_graph, observe(instance, banks.with_graph, encoder=enc)
+            if banks.same_size_search is not None:
+                same_size = observe(instance, banks.same_size_search, encoder=enc)
         else:
             seen, seen_obs = banks.without_graph, without
     except Exception as exc:
@@ -384,7 +399,9 @@ def run_pipeline_instance(
     memories = _for_policy(seen)
     shown_ids = {m.id: mapping.get(orig.id, "") for m, orig in zip(memories, seen, strict=True)}
     shown_texts = {m.id: m.text for m in memories}
-    fields["observability"] = _observability(seen_obs, without, graph_expansion=graph_expansion)
+    fields["observability"] = _observability(
+        seen_obs, without, graph_expansion=graph_expansion, same_size=same_size
+    )
     fields["shown_memory_ids"] = [shown_ids[m.id] for m in memories]
     return _respond_and_judge(
         instance, policy, judge, memories, shown_ids, shown_texts, fields, started

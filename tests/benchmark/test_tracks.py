@@ -338,6 +338,8 @@ def test_pipeline_instance_maps_the_bank_back_for_the_judge() -> None:
     assert obs.bank_size == 12 and obs.bank_size_without_graph == 4
     assert obs.level == "FULL" and obs.matched_core == [f"m{i}" for i in range(1, 7)]
     assert obs.core_total == 6 and obs.level_without_graph in ("NONE", "PARTIAL")
+    # The equal-budget peer: search with k = 12 returns every memory, so it is FULL too.
+    assert obs.level_search_same_size == "FULL"
     assert "m1=provenance" in obs.rule
     seen = pol.seen[0]
     assert [m.id for m in seen] == [f"mem-{i:02d}" for i in range(1, 13)]
@@ -358,6 +360,7 @@ def test_pipeline_without_graph_gives_the_policy_the_search_bank() -> None:
     assert res.observability is not None
     assert len(pol.seen[0]) == 3 == res.observability.bank_size
     assert res.observability.level == res.observability.level_without_graph
+    assert res.observability.level_search_same_size is None
 
 
 def test_pipeline_ingestion_failure_is_an_error_for_every_instance_of_the_persona() -> None:
