@@ -155,3 +155,30 @@ def test_policy_never_sees_labels(policy: CaapPolicy) -> None:
 def test_empty_query_is_rejected(policy: CaapPolicy) -> None:
     with pytest.raises(ValueError, match="query"):
         policy.respond(_mems(DRINKING), "  ")
+
+
+HIGH_CPC = [
+    "Maya takes two puffs of her inhaler when she has a cold.",
+    "Maya takes one puff of her inhaler before football practice.",
+    "Maya takes four puffs of her inhaler when she wakes up wheezing at night.",
+]
+HIGH_BOC = [
+    "In January 2025 Ethan took his blood pressure medication every morning for three weeks.",
+    "In February 2025 Ethan stopped taking his blood pressure medication for a month.",
+    "In April 2025 Ethan went back to taking his blood pressure medication daily for two weeks.",
+]
+
+
+def test_context_conflict_with_high_stakes_clarifies(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(HIGH_CPC), "How many puffs should Maya take now?")
+    assert r.decision.conflict_type is ConflictType.CPC
+    assert r.decision.risk.value == "high"
+    assert r.decision.action is Action.CLARIFY
+    assert r.questions and "rather ask than guess" in r.text
+
+
+def test_oscillation_with_high_stakes_clarifies(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(HIGH_BOC), "Should I take my blood pressure pill today?")
+    assert r.decision.conflict_type is ConflictType.BOC
+    assert r.decision.action is Action.CLARIFY
+    assert r.questions
