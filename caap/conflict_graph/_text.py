@@ -426,19 +426,32 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+def name_tokens(text: str) -> set[str]:
+    """Capitalised tokens of one text (candidates for the user's own name)."""
+    return {m.group(1) for m in _NAMEISH.finditer(text)}
+
+
 def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int = 2) -> set[str]:
     """Capitalised tokens frequent enough across one user's texts to be the user's own name.
 
     Such tokens carry no topical information (like a high document frequency in IDF), and
     they inflate every embedding similarity between that user's memories.
     """
-    texts = list(texts)
-    if not texts:
-        return set()
     df: Counter[str] = Counter()
+    n = 0
     for t in texts:
-        df.update({m.group(1) for m in _NAMEISH.finditer(t)})
-    need = max(min_count, int(min_share * len(texts) + 0.999))
+        df.update(name_tokens(t))
+        n += 1
+    return subject_from_counts(df, n, min_share, min_count)
+
+
+def subject_from_counts(
+    df: Counter[str], n: int, min_share: float = 0.25, min_count: int = 2
+) -> set[str]:
+    """:func:`subject_names` from kept document frequencies (incremental use)."""
+    if not n:
+        return set()
+    need = max(min_count, int(min_share * n + 0.999))
     frequent = [(c, w) for w, c in df.items() if c >= need and w.lower() not in STOPWORDS]
     if not frequent:
         return set()

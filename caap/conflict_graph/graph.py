@@ -89,14 +89,19 @@ class ConflictGraph:
         self._mem: dict[str, Memory] = {}
         self._ext: dict[str, Extraction] = {}
         self._ids: list[str] = []
+        self._by_aspect: dict[str, list[str]] = {}
         self._vecs: Vector = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._n_rows = 0
+        self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self._row: dict[str, int] = {}
         self._edges: dict[str, ConflictEdge] = {}
         self._inferred: dict[str, tuple[str, ...]] = {}
         self._proto: dict[str, str | None] = {}
         self._protos = prototype_matrix(embedder)
         self._subject: set[str] = set()
-        self._texts: list[str] = []
+        # Document frequency of capitalised tokens, kept incrementally (no rescans).
+        self._name_df: Counter[str] = Counter()
+        self._n_texts = 0
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -124,7 +129,7 @@ class ConflictGraph:
 
     def aspect_members(self, aspect: str) -> list[str]:
         """Ids of the memories of one aspect, in insertion order."""
-        return [i for i in self._ids if i in self._mem and self._mem[i].aspect == aspect]
+        return [i for i in self._by_aspect.get(aspect, []) if i in self._mem]
 
     def extraction(self, memory_id: str) -> Extraction:
         """The facets the extractor read from a memory's text."""
@@ -146,8 +151,7 @@ class ConflictGraph:
                 )
             if m.id in self._mem:
                 raise ValueError(f"memory id {m.id!r} is already in the graph")
-        self._texts.extend(m.text for m in memories)
-        self._subject = _text.subject_names(self._texts)
+        self._count_names(m.text for m in memories)
         extractions = [self.extractor.extract(m.text, subject=self._subject) for m in memories]
         if vectors is None:
             vectors = self.embedder.encode([e.value for e in extractions])
@@ -164,8 +168,7 @@ class ConflictGraph:
     ) -> None:
         """Put back a stored memory with its stored vector and edges (no re-typing)."""
         self._inferred[memory.id] = tuple(inferred)
-        self._texts.append(memory.text)
-        self._subject = _text.subject_names(self._texts)
+        self._count_names([memory.text])
         self._ext[memory.id] = self.extractor.extract(memory.text, subject=self._subject)
         self._insert(memory, vector)
         for e in edges:
@@ -185,6 +188,7 @@ class ConflictGraph:
             [e for e in self._edges.values() if e.active and memory_id in e.endpoints()]
         )
         del self._mem[memory_id]
+        self._alive[self._row[memory_id]] = False
         self.g.remove_node(memory_id)
         if aspect:
             closed += self._retime(aspect)[1]
@@ -193,11 +197,7 @@ class ConflictGraph:
     # -- clusters --------------------------------------------------------------------------
     def aspects(self) -> list[str]:
         """Every aspect label, in first-seen order."""
-        seen: dict[str, None] = {}
-        for m in self.memories():
-            if m.aspect:
-                seen.setdefault(m.aspect, None)
-        return list(seen)
+        return [a for a, ids in self._by_aspect.items() if any(i in self._mem for i in ids)]
 
     def cluster(self, aspect: str) -> ConflictCluster:
         """The cluster of one aspect with its features."""
@@ -272,11 +272,30 @@ class ConflictGraph:
         return self.cluster(m.aspect) if m is not None and m.aspect else None
 
     # -- internals -------------------------------------------------------------------------
+    def _count_names(self, texts: Iterable[str]) -> None:
+        for t in texts:
+            self._name_df.update(_text.name_tokens(t))
+            self._n_texts += 1
+        self._subject = _text.subject_from_counts(self._name_df, self._n_texts)
+
     def _insert(self, memory: Memory, vector: Vector) -> None:
         self._mem[memory.id] = memory
         self._ids.append(memory.id)
-        self._row[memory.id] = len(self._vecs)
-        self._vecs = np.vstack([self._vecs, vector[None, :].astype(np.float32)])
+        if memory.aspect:
+            self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
+        row = self._n_rows
+        if row == len(self._vecs):
+            # Grow by doubling: appending row by row would copy the matrix on every write.
+            grown = np.zeros((max(16, 2 * len(self._vecs)), self._vecs.shape[1]), np.float32)
+            grown[:row] = self._vecs[:row]
+            self._vecs = grown
+            alive = np.zeros(len(grown), dtype=bool)
+            alive[:row] = self._alive[:row]
+            self._alive = alive
+        self._vecs[row] = vector
+        self._alive[row] = True
+        self._n_rows = row + 1
+        self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
         self.g.add_node(memory.id)
 
@@ -286,13 +305,16 @@ class ConflictGraph:
         return list(PROTOTYPES)[best] if sims[best] >= self.config.prototype_min else None
 
     def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
-        live = [i for i in self._ids if i in self._mem]
-        if not live:
+        """The ``k`` nearest live memories: one matrix-vector product and a partial sort."""
+        n = self._n_rows
+        if n == 0:
             return []
-        rows = np.array([self._row[i] for i in live])
-        sims = self._vecs[rows] @ vector
-        top = np.argsort(-sims)[:k]
-        return [(live[j], float(sims[j])) for j in top]
+        sims = self._vecs[:n] @ vector
+        sims[~self._alive[:n]] = -np.inf
+        k = min(k, n)
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top])]
+        return [(self._ids[j], float(sims[j])) for j in top if np.isfinite(sims[j])]
 
     def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
         cfg = self.config
@@ -393,6 +415,11 @@ class ConflictGraph:
             m = self._mem[i].model_copy(update={"aspect": new})
             self._mem[i] = m
             out.append(m)
+        moved = self._by_aspect.pop(old, [])
+        # Keep insertion order within the merged aspect.
+        self._by_aspect[new] = sorted(
+            self._by_aspect.get(new, []) + moved, key=lambda i: self._row[i]
+        )
         return out
 
     def _fresh_aspect_label(self, text: str, value: str) -> str:
