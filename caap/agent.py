@@ -254,7 +254,13 @@ class Agent:
     def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
         """Answer ``query`` from the user's memories: recall whole clusters, decide, realize."""
         recall = self.recall(query, user_id, k=k)
-        return self.policy.respond(recall.memories, query)  # type: ignore[no-any-return]
+        with self._lock:
+            graph = self._graph(user_id)
+            # Reuse the value vectors the graph stored: only the query is embedded again.
+            vectors = {m.id: graph.vector(m.id) for m in recall.memories if m.id in graph}
+        return self.policy.respond(  # type: ignore[no-any-return]
+            recall.memories, query, vectors=vectors
+        )
 
     def resolve(
         self,

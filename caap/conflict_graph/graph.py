@@ -63,6 +63,26 @@ class WriteResult:
     """Earlier memories whose inferred aspect changed because this one bridged two aspects."""
 
 
+class _PairSims:
+    """Value similarities of a set of memories, looked up as ``sims.get((a, b), default)``.
+
+    One matrix product instead of a Python dict of every pair: an aspect with hundreds of
+    dated memories would otherwise cost a quadratic dict on every write.
+    """
+
+    def __init__(self, graph: ConflictGraph, ids: Sequence[str]) -> None:
+        self._pos = {i: n for n, i in enumerate(ids)}
+        rows = np.array([graph._row[i] for i in ids])
+        vecs = graph._vecs[rows]
+        self._mat = vecs @ vecs.T
+
+    def get(self, key: tuple[str, str], default: float = 0.0) -> float:
+        a, b = self._pos.get(key[0]), self._pos.get(key[1])
+        if a is None or b is None:
+            return default
+        return float(self._mat[a, b])
+
+
 class ConflictGraph:
     """Typed conflict graph of one user's memories.
 
@@ -501,12 +521,15 @@ class ConflictGraph:
         Memories attributed to a named source stay out: a dated record and a later report from
         someone else disagree about the world, they are not one behaviour changing.
         """
-        ids = [i for i in ids if _self_source(self._mem[i].source)]
+        ids = [
+            i
+            for i in ids
+            if self._mem[i].observed_at is not None and _self_source(self._mem[i].source)
+        ]
+        if len(ids) < 2:
+            return TemporalReading()
         nodes = [self._node(i) for i in ids]
-        rows = np.array([self._row[i] for i in ids]) if ids else np.zeros(0, dtype=int)
-        mat = self._vecs[rows] @ self._vecs[rows].T if len(ids) else np.zeros((0, 0))
-        sim = {(a, b): float(mat[i, j]) for i, a in enumerate(ids) for j, b in enumerate(ids)}
-        return read_timeline(nodes, sim, self.config)
+        return read_timeline(nodes, _PairSims(self, ids), self.config)
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""

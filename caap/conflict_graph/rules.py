@@ -5,10 +5,11 @@ timeline reads, and how risky acting on it is. No storage, no model: unit-testab
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
+from typing import Protocol
 
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
@@ -43,6 +44,8 @@ class GraphConfig:
     """A memory sits on a life-facet prototype when at least this similar to it."""
     aspect_join_prototype: float = 0.22
     """Two memories on the same prototype join at this lower mean similarity."""
+    timeline_window: int = 48
+    """Only the most recent dated memories of an aspect are read as a timeline."""
     merge_bridged: bool = True
     """Merge two inferred aspects when a new memory is close enough to join both."""
     neighbours: int = 12
@@ -151,8 +154,14 @@ class TemporalReading:
         return max(0, len(self.phases) - 1)
 
 
+class PairSimilarity(Protocol):
+    """Anything with ``get((a, b), default)`` giving the value similarity of two node ids."""
+
+    def get(self, key: tuple[str, str], default: float = ..., /) -> float: ...
+
+
 def read_timeline(
-    nodes: Sequence[Node], sim: dict[tuple[str, str], float], cfg: GraphConfig
+    nodes: Sequence[Node], sim: PairSimilarity | Mapping[tuple[str, str], float], cfg: GraphConfig
 ) -> TemporalReading:
     """Group dated memories into phases and decide oscillation vs supersession.
 
@@ -162,17 +171,20 @@ def read_timeline(
     later state invalidates the earlier.
     """
     dated = sorted((n for n in nodes if n.when is not None), key=lambda n: (n.order, n.id))
+    # Read the most recent window only: it shows whether a behaviour is switching now, and it
+    # bounds the cost of a write to a very large aspect.
+    dated = dated[-cfg.timeline_window :]
     if len(dated) < 2:
         return TemporalReading()
     classes: list[list[Node]] = []
     label_of: dict[str, int] = {}
-    for n in dated:
+    for pos, n in enumerate(dated):
         best, best_sim = -1, -1.0
         for i, members in enumerate(classes):
             s = max(sim.get((n.id, m.id), 0.0) for m in members)
             if s > best_sim:
                 best, best_sim = i, s
-        prev = label_of[dated[dated.index(n) - 1].id] if label_of else None
+        prev = label_of[dated[pos - 1].id] if label_of else None
         if n.extraction.returns and classes:
             earlier = [
                 (max(sim.get((n.id, m.id), 0.0) for m in members), i)

@@ -7,10 +7,11 @@ a dataset label. It builds an ephemeral conflict graph over exactly those memori
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from caap._embeddings import Embedder
 from caap.conflict_graph import _text
@@ -106,8 +107,14 @@ def analyze(
     aspect_margin: float = 0.08,
     top_sources: int = 8,
     max_view: int = 14,
+    max_memories: int = 48,
+    vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
 ) -> Analysis:
-    """Build a graph over ``memories`` and find the cluster ``query`` is about."""
+    """Build a graph over ``memories`` and find the cluster ``query`` is about.
+
+    ``vectors`` may hold value embeddings a graph already computed (memory id -> vector);
+    when it covers every memory nothing is re-embedded but the query.
+    """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
     by_id: dict[str, Memory] = {}
@@ -117,11 +124,29 @@ def analyze(
         by_id[m.id] = m
     if not by_id:
         return Analysis(query, {}, None, [], {})
+    if len(by_id) > max_memories:
+        # A very large recall (a broad cluster) is cut to the memories nearest the query
+        # before any graph work, so answering stays cheap however much was recalled.
+        ids = list(by_id)
+        if vectors is not None and all(i in vectors for i in ids):
+            mat = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
+        else:
+            mat = embedder.encode([by_id[i].text for i in ids])
+        near = np.argsort(-(mat @ embedder.encode_one(query)))[:max_memories]
+        keep = {ids[j] for j in near}
+        by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
     graph = ConflictGraph(user, embedder, config=config)
+    known = None
+    if vectors is not None and all(i in vectors for i in by_id):
+        known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
     graph.add_many(
-        [m if m.user_id == user else m.model_copy(update={"user_id": user}) for m in by_id.values()]
+        [
+            m if m.user_id == user else m.model_copy(update={"user_id": user})
+            for m in by_id.values()
+        ],
+        vectors=known,
     )
     filled = {m.id: m for m in graph.memories()}
     qv = embedder.encode_one(_text.mask_names(query, graph._subject))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
@@ -105,9 +107,16 @@ class CaapPolicy:
         self.name = "caap" if self.model is None else f"caap:{self.model.name}"
 
     # -- stages ----------------------------------------------------------------------------
-    def analyze(self, memories: Sequence[Memory], query: str) -> Analysis:
-        """Build the evidence view the decision is made from."""
-        return analyze(memories, query, self.embedder, config=self.config)
+    def analyze(
+        self,
+        memories: Sequence[Memory],
+        query: str,
+        *,
+        vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+    ) -> Analysis:
+        """Build the evidence view the decision is made from (``vectors``: value embeddings
+        already computed by a graph, so they are not computed again)."""
+        return analyze(memories, query, self.embedder, config=self.config, vectors=vectors)
 
     def decide(
         self, memories: Sequence[Memory], query: str, *, analysis: Analysis | None = None
@@ -178,8 +187,14 @@ class CaapPolicy:
         questions = [s.strip() for s in re.findall(r"[^.!?\n]*\?", text) if len(s.strip()) > 3]
         return Response(text=text, decision=decision, cited_memory_ids=cited, questions=questions)
 
-    def respond(self, memories: Sequence[Memory], query: str) -> Response:
+    def respond(
+        self,
+        memories: Sequence[Memory],
+        query: str,
+        *,
+        vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+    ) -> Response:
         """``decide`` then ``realize`` over one shared analysis."""
-        a = self.analyze(memories, query)
+        a = self.analyze(memories, query, vectors=vectors)
         decision = self.decide(memories, query, analysis=a)
         return self.realize(memories, query, decision, analysis=a)
