@@ -536,6 +536,21 @@ def duration_days(duration: str | None) -> float | None:
     return float(n * unit)
 
 
+_RELATIVE_TIME = re.compile(
+    r"\b(this|last|past|previous|next) (week|month|year|spring|summer|fall|autumn|winter|"
+    r"semester|term|quarter)\b|\b(lately|these days|recently|nowadays|so far|anymore|"
+    r"any more|for the past|for a while|at the moment|currently|right now)\b|"
+    r"\bsince (the|last|early|mid|late|january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|\d)",
+    re.I,
+)
+
+
+def has_time_cue(text: str) -> bool:
+    """The text places itself in time ("this month", "lately", "since March", "for weeks")."""
+    return bool(_RELATIVE_TIME.search(text))
+
+
 def has_return_cue(text: str) -> bool:
     """The text says a behaviour went back to an earlier state."""
     return bool(_RETURN.search(text))

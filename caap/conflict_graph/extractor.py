@@ -92,7 +92,7 @@ class OfflineExtractor:
             cues.append("source")
         if context:
             cues.append("context")
-        if time.when or time.duration:
+        if time.when or time.duration or _text.has_time_cue(text):
             cues.append("time")
         returns, changes = _text.has_return_cue(text), _text.has_change_cue(text)
         if returns:

@@ -524,7 +524,12 @@ class ConflictGraph:
         ids = [
             i
             for i in ids
-            if self._mem[i].observed_at is not None and _self_source(self._mem[i].source)
+            if self._mem[i].observed_at is not None
+            and _self_source(self._mem[i].source)
+            # Only statements that place themselves in time ("in March", "this month",
+            # "again", "stopped") are phases; a dated conversation turn stating a standing
+            # preference ("if I have an early shift I don't drink") is not.
+            and {"time", "return", "change"} & set(self._ext[i].cues)
         ]
         if len(ids) < 2:
             return TemporalReading()
