@@ -227,7 +227,11 @@ class ConflictGraph:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
         ids = [i for i in ids if i in self._mem]
         idset = set(ids)
-        edges = [e for e in self.edges() if e.endpoints() <= idset]
+        # Walk the networkx adjacency of these memories only (active edges live there),
+        # rather than every edge of the user.
+        keys = {k for a, b, k in self.g.edges(ids, keys=True) if a in idset and b in idset}
+        edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
+        edges.sort(key=lambda e: (e.created_at, e.id))
         named = {i for i in ids if not _self_source(self._mem[i].source)}
         ctype = dominant_type_of(edges, named)
         if ctype is ConflictType.CPC:
