@@ -411,9 +411,23 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
 
 def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     if a.resolution is not None:
-        r.say(f"This was settled: {short(a.resolution.text, 40)}.")
+        said = a.resolution.source or "you"
+        r.say(f"This was settled ({said}): {short(a.resolution.text, 40)}.")
         r.cite([a.resolution.id])
-        r.say("I'll go with that.")
+        words = set(_text.content_words(a.resolution.text))
+        others = [i for i in a.relevant if i != a.resolution.id]
+        best = max(
+            others,
+            key=lambda i: len(words & set(_text.content_words(a.text(i)))),
+            default=None,
+        )
+        if best is not None and words & set(_text.content_words(a.text(best))):
+            r.say(
+                f"So I'd go with what your memories say for that case: {short(a.text(best), 30)}."
+            )
+            r.cite([best])
+        else:
+            r.say("I'll go with that.")
         return
     top = a.relevant[:3]
     if not top:
