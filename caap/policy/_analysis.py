@@ -127,13 +127,13 @@ def analyze(
     if len(by_id) > max_memories:
         # A very large recall (a broad cluster) is cut to the memories nearest the query
         # before any graph work, so answering stays cheap however much was recalled.
-        ids = list(by_id)
-        if vectors is not None and all(i in vectors for i in ids):
-            mat = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
+        all_ids = list(by_id)
+        if vectors is not None and all(i in vectors for i in all_ids):
+            mat = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in all_ids])
         else:
-            mat = embedder.encode([by_id[i].text for i in ids])
-        near = np.argsort(-(mat @ embedder.encode_one(query)))[:max_memories]
-        keep = {ids[j] for j in near}
+            mat = embedder.encode([by_id[i].text for i in all_ids])
+        closest = np.argsort(-(mat @ embedder.encode_one(query)))[:max_memories]
+        keep = {all_ids[int(j)] for j in closest}
         by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
