@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class Embedder:
 
         self._model: SentenceTransformer = SentenceTransformer(path, device=device)
         self._lock = threading.Lock()
+        self._recent: OrderedDict[str, Vectors] = OrderedDict()
         getter = (
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
@@ -85,8 +87,22 @@ class Embedder:
         return np.asarray(out, dtype=np.float32)
 
     def encode_one(self, text: str) -> Vectors:
-        """Embed one text; returns a 1-D unit vector."""
+        """Embed one text; returns a 1-D unit vector.
+
+        Recent single texts are cached: one answer embeds the same query in the backend
+        search, the cluster ranking and the policy.
+        """
+        with self._lock:
+            hit = self._recent.get(text)
+            if hit is not None:
+                self._recent.move_to_end(text)
+                return hit
         vec: Vectors = self.encode([text])[0]
+        vec.setflags(write=False)
+        with self._lock:
+            self._recent[text] = vec
+            if len(self._recent) > 256:
+                self._recent.popitem(last=False)
         return vec
 
 

@@ -117,7 +117,7 @@ class BuiltinBackend(MemoryBackend):
         check_user(user_id)
         if not query.strip():
             return []
-        vector = self.embedder.encode([query])
+        vector = self.embedder.encode_one(query)[None, :]
         with self._lock:
             n = self._count(user_id)
             if n == 0:
