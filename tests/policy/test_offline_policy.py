@@ -182,3 +182,12 @@ def test_oscillation_with_high_stakes_clarifies(policy: CaapPolicy) -> None:
     assert r.decision.conflict_type is ConflictType.BOC
     assert r.decision.action is Action.CLARIFY
     assert r.questions
+
+
+def test_a_large_recall_is_read_where_the_query_points(policy: CaapPolicy) -> None:
+    """Past 48 memories the policy reads the ones nearest the query; the conflict survives."""
+    filler = [f"Ethan noted item number {i} on his grocery list for week {i}." for i in range(60)]
+    mems = _mems(filler + DRINKING)
+    r = policy.respond(mems, "Should I have a few drinks tonight?")
+    assert r.decision.conflict_type is ConflictType.CPC
+    assert {m.id for m in mems if m.text in DRINKING} <= set(r.cited_memory_ids)
