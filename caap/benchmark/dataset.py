@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
@@ -20,10 +21,12 @@ __all__ = [
     "Instance",
     "InstanceMemory",
     "Persona",
+    "RawLine",
     "Session",
     "Turn",
     "default_dataset_path",
     "iter_dataset",
+    "iter_lines",
     "load_dataset",
 ]
 
@@ -141,10 +144,20 @@ def _describe(exc: ValidationError) -> str:
     return f"field {loc!r}: {err['msg']}{extra}"
 
 
-def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
-    """Yield instances from a ``.jsonl`` file or a directory of them (default: shipped set)."""
+@dataclass(frozen=True)
+class RawLine:
+    """One non-blank line of a dataset file: where it is, and its instance or its error."""
+
+    where: str
+    instance: Instance | None
+    error: str | None
+    raw_id: str | None
+
+
+def iter_lines(path: str | Path | None = None) -> Iterator[RawLine]:
+    """Every non-blank line of a file or directory (default: shipped set), parsed and
+    validated, without stopping at the first bad one (the validator reports them all)."""
     root = Path(path) if path is not None else default_dataset_path()
-    seen: dict[str, str] = {}
     for f in _files(root):
         with f.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -154,19 +167,35 @@ def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
                 try:
                     raw = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from None
+                    yield RawLine(where, None, f"not valid JSON ({exc.msg})", None)
+                    continue
                 if not isinstance(raw, dict):
-                    raise DatasetError(f"{where}: expected a JSON object per line")
+                    yield RawLine(where, None, "expected a JSON object per line", None)
+                    continue
+                ident = raw.get("id") if isinstance(raw.get("id"), str) else None
                 try:
-                    inst = Instance.model_validate(raw)
+                    yield RawLine(where, Instance.model_validate(raw), None, ident)
                 except ValidationError as exc:
-                    raise DatasetError(f"{where}: {_describe(exc)}") from None
-                if inst.id in seen:
-                    raise DatasetError(
-                        f"{where}: duplicate instance id {inst.id!r} (first at {seen[inst.id]})"
-                    )
-                seen[inst.id] = where
-                yield inst
+                    yield RawLine(where, None, _describe(exc), ident)
+
+
+def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
+    """Yield instances from a ``.jsonl`` file or a directory of them (default: shipped set).
+
+    Raises:
+        DatasetError: at the first bad line, naming the file, the line and the field.
+    """
+    seen: dict[str, str] = {}
+    for line in iter_lines(path):
+        if line.instance is None:
+            raise DatasetError(f"{line.where}: {line.error}")
+        inst = line.instance
+        if inst.id in seen:
+            raise DatasetError(
+                f"{line.where}: duplicate instance id {inst.id!r} (first at {seen[inst.id]})"
+            )
+        seen[inst.id] = line.where
+        yield inst
 
 
 def load_dataset(path: str | Path | None = None) -> list[Instance]:

@@ -8,7 +8,6 @@ still validates.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from caap.benchmark.dataset import DatasetError, Instance, default_dataset_path
+from caap.benchmark.dataset import Instance, default_dataset_path, iter_lines
 
 __all__ = [
     "BACKGROUND_RANGE",
@@ -288,45 +287,22 @@ def validate_dataset(path: str | Path | None = None) -> list[Problem]:
     """
     shipped = default_dataset_path()
     root = Path(path) if path is not None else shipped
-    if root.is_dir():
-        files = sorted(root.glob("*.jsonl"))
-        if not files:
-            raise DatasetError(f"{root}: directory has no .jsonl files")
-    elif root.exists():
-        files = [root]
-    else:
-        raise DatasetError(f"{root}: no such file or directory")
-
     out: list[Problem] = []
     instances: list[Instance] = []
     where: list[str | None] = []
-    for f in files:
-        with f.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                loc = f"{f}:{lineno}"
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    out.append(
-                        Problem(severity="error", message=f"not valid JSON ({exc.msg})", where=loc)
-                    )
-                    continue
-                ident = raw.get("id") if isinstance(raw, dict) else None
-                try:
-                    instances.append(Instance.model_validate(raw))
-                except ValidationError as exc:
-                    out.append(
-                        Problem(
-                            severity="error",
-                            message=_describe(exc),
-                            instance=ident if isinstance(ident, str) else None,
-                            where=loc,
-                        )
-                    )
-                    continue
-                where.append(loc)
+    for line in iter_lines(root):
+        if line.instance is None:
+            out.append(
+                Problem(
+                    severity="error",
+                    message=line.error or "invalid line",
+                    instance=line.raw_id,
+                    where=line.where,
+                )
+            )
+            continue
+        instances.append(line.instance)
+        where.append(line.where)
     is_shipped = root.resolve() == shipped.resolve()
     out.extend(
         validate_instances(instances, counts="error" if is_shipped else "warning", where=where)
