@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from caap.benchmark.dataset import Instance, default_dataset_path, iter_lines
 
@@ -265,14 +265,6 @@ def validate_instances(
     if counts is not None:
         out.extend(_count_problems(instances, counts))
     return out
-
-
-def _describe(exc: ValidationError) -> str:
-    e = exc.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"]) or "<instance>"
-    if e["type"] == "extra_forbidden":
-        return f"unknown field {loc!r}"
-    return f"field {loc!r}: {e['msg']}"
 
 
 def validate_dataset(path: str | Path | None = None) -> list[Problem]:
