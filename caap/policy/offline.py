@@ -367,10 +367,13 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         )
     r.say("To settle it:")
     for i, label in enumerate(names[:4], 1):
-        r.bullet(
-            f"{i}. Check with {label} whether their information is current, and when it was "
-            "last updated."
-        )
+        if label == "your own account":
+            step = "Note when you last confirmed your own account, and what it was based on."
+        elif _is_record(label):
+            step = f"Look at {label} itself: when was it last updated, and by whom?"
+        else:
+            step = f"Ask {label} what that is based on and when it was decided."
+        r.bullet(f"{i}. {step}")
     r.ask(f"Can you confirm which is current: {_or(names[:3])}?")
     if len(names) >= 2:
         r.say(

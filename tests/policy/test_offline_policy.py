@@ -136,7 +136,8 @@ def test_quoted_user_facts_come_from_memories(policy: CaapPolicy) -> None:
         r = policy.respond(mems, q)
         for line in r.text.splitlines():
             m = re.match(r"- [^:]+: (.+?)\.?$", line)
-            if m and not line.startswith("- 1."):
+            # Numbered lines are the verification plan, not quotes.
+            if m and not re.match(r"- \d+\. ", line):
                 quoted = m.group(1).rstrip("…")
                 assert any(quoted in t or t.startswith(quoted) for t in texts), line
 
