@@ -28,6 +28,10 @@ _ACTION_REQUEST = re.compile(
 _RECORD = re.compile(rf"\b{_text._RECORD_NOUN}$|\bofficial\b|\bcourt\b", re.I)
 
 
+#: Below this query similarity no memory is taken to bear on the query.
+_MIN_SUPPORT = 0.3
+
+
 def _sides(a: Analysis) -> dict[str, list[str]]:
     c = a.cluster
     if c is None:
@@ -66,6 +70,15 @@ def decide_offline(a: Analysis) -> Decision:
             f"a later confirmation ({a.resolution.source or 'the user'}) settles the conflict",
         )
     if ctype is ConflictType.NONE:
+        support = max((a.relevance.get(i, 0.0) for i in a.relevant), default=0.0)
+        if support < _MIN_SUPPORT:
+            # Committing on memories that do not bear on the query would be confidence the
+            # evidence does not give: ask instead.
+            return make(
+                Action.CLARIFY,
+                "no stored memory bears on the query closely enough to answer from",
+                "what the user's situation or preference is on this",
+            )
         return make(Action.COMMIT, "the relevant memories agree; nothing is unresolved")
     if ctype is ConflictType.STALE and risk is RiskTier.HIGH:
         return make(
@@ -441,6 +454,15 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     r.say("These agree, so I'd go with that.")
 
 
+def _nothing_on_record(a: Analysis, r: _Draft) -> None:
+    r.say(
+        "I don't have anything on record that answers this directly, so I'd rather not guess "
+        "from unrelated notes."
+    )
+    r.ask("Could you tell me a bit about your situation here, or what you usually do?")
+    r.say("Once you do, I'll remember it and can answer from it next time.")
+
+
 class _Draft:
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -483,7 +505,9 @@ def realize_offline(a: Analysis, d: Decision) -> Response:
     """Write the response the decision calls for, citing only visible memories."""
     r = _Draft()
     ctype = a.conflict_type
-    if d.action is Action.COMMIT and (ctype is ConflictType.NONE or a.resolution is not None):
+    if ctype is ConflictType.NONE and d.action is Action.CLARIFY:
+        _nothing_on_record(a, r)
+    elif d.action is Action.COMMIT and (ctype is ConflictType.NONE or a.resolution is not None):
         _commit(a, d, r)
     elif ctype is ConflictType.CPC:
         _cpc(a, d, r)

@@ -192,3 +192,10 @@ def test_a_large_recall_is_read_where_the_query_points(policy: CaapPolicy) -> No
     r = policy.respond(mems, "Should I have a few drinks tonight?")
     assert r.decision.conflict_type is ConflictType.CPC
     assert {m.id for m in mems if m.text in DRINKING} <= set(r.cited_memory_ids)
+
+
+def test_no_memory_bearing_on_the_query_asks_instead_of_committing(policy: CaapPolicy) -> None:
+    r = policy.respond(_mems(UNRELATED), "Can I give my dog his heartworm tablet with food?")
+    assert r.decision.action is Action.CLARIFY
+    assert r.questions
+    assert "bass guitar" not in r.text
