@@ -627,6 +627,14 @@ def _clean_source(raw: str) -> str:
     return s
 
 
+_RECORD_SOURCE = re.compile(rf"\b{_RECORD_NOUN}$|\bofficial\b|\bcourt\b", re.I)
+
+
+def is_record_source(source: str) -> bool:
+    """A written or logged source (a record, a log, an app) rather than a person's account."""
+    return bool(_RECORD_SOURCE.search(source.strip()))
+
+
 def normalize_source(source: str) -> str:
     """Comparable form of a source: lowercase, without the owner's possessive and articles."""
     s = source.lower().replace("’", "'")

@@ -151,6 +151,15 @@ class ConflictGraph:
         """Ids of the memories of one aspect, in insertion order."""
         return [i for i in self._by_aspect.get(aspect, []) if i in self._mem]
 
+    @property
+    def subject(self) -> frozenset[str]:
+        """Name tokens taken to be the user's own name (masked from value embeddings)."""
+        return frozenset(self._subject)
+
+    def timeline(self, ids: Sequence[str]) -> TemporalReading:
+        """How the user's own dated statements among ``ids`` read in time order."""
+        return self._timeline(ids)
+
     def extraction(self, memory_id: str) -> Extraction:
         """The facets the extractor read from a memory's text."""
         return self._ext[memory_id]

@@ -149,7 +149,7 @@ def analyze(
         vectors=known,
     )
     filled = {m.id: m for m in graph.memories()}
-    qv = embedder.encode_one(_text.mask_names(query, graph._subject))
+    qv = embedder.encode_one(_text.mask_names(query, set(graph.subject)))
     sims = {i: float(np.dot(graph.vector(i), qv)) for i in filled}
     ranked = [(score, a) for score, a in _rank_clusters(graph, qv, sims) if score >= min_relevance]
     cluster: ConflictCluster | None = None
@@ -202,7 +202,7 @@ def analyze(
     risk, cats = risk_tier([filled[i].text for i in relevant], query)
     timeline = None
     if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
-        timeline = graph._timeline(cluster.memory_ids)
+        timeline = graph.timeline(cluster.memory_ids)
     return Analysis(
         query=query,
         memories=filled,
@@ -212,9 +212,9 @@ def analyze(
         risk=risk,
         risk_categories=cats,
         timeline=timeline,
-        settled_side=_settled_side(cluster, query, set(graph._subject)) if cluster else None,
+        settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
         resolution=resolution,
-        subject=set(graph._subject),
+        subject=set(graph.subject),
     )
 
 

@@ -25,7 +25,6 @@ _ACTION_REQUEST = re.compile(
     r"confirm|submit|schedule|pay|transfer|message|forward|cancel|renew|file|share|grant)\b",
     re.I,
 )
-_RECORD = re.compile(rf"\b{_text._RECORD_NOUN}$|\bofficial\b|\bcourt\b", re.I)
 
 
 #: Below this query similarity no memory is taken to bear on the query.
@@ -40,8 +39,7 @@ def _sides(a: Analysis) -> dict[str, list[str]]:
 
 
 def _is_record(source: str) -> bool:
-    """A written or logged source (a record, a log, an app) rather than a person's account."""
-    return bool(_RECORD.search(source.strip()))
+    return _text.is_record_source(source)
 
 
 def decide_offline(a: Analysis) -> Decision:
