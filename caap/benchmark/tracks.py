@@ -71,6 +71,21 @@ def _base(instance: Instance, distractors: int | None) -> dict[str, Any]:
     }
 
 
+def _failed(
+    fields: dict[str, Any], exc: Exception, started: float, response: Response | None = None
+) -> InstanceResult:
+    """The result of an instance that failed: zero scores, the error, what was answered."""
+    return InstanceResult(
+        **fields,
+        action=response.decision.action.value if response is not None else ERROR_ACTION,
+        scores=_ZERO,
+        response=response.text if response is not None else "",
+        decision=response.decision if response is not None else None,
+        error=_describe(exc),
+        seconds=time.perf_counter() - started,
+    )
+
+
 def _respond_and_judge(
     instance: Instance,
     policy: Policy,
@@ -96,15 +111,7 @@ def _respond_and_judge(
         )
     except Exception as exc:
         got = response if isinstance(response, Response) else None
-        return InstanceResult(
-            **fields,
-            action=got.decision.action.value if got is not None else ERROR_ACTION,
-            scores=_ZERO,
-            response=got.text if got is not None else "",
-            decision=got.decision if got is not None else None,
-            error=_describe(exc),
-            seconds=time.perf_counter() - started,
-        )
+        return _failed(fields, exc, started, got)
     return InstanceResult(
         **fields,
         action=response.decision.action.value,
@@ -135,14 +142,7 @@ def run_oracle_instance(
     try:
         shown = present(instance, distractors=distractors, seed=seed)
     except Exception as exc:
-        return InstanceResult(
-            **fields,
-            action=ERROR_ACTION,
-            scores=_ZERO,
-            response="",
-            error=_describe(exc),
-            seconds=time.perf_counter() - started,
-        )
+        return _failed(fields, exc, started)
     fields["shown_memory_ids"] = shown.instance_ids
     return _respond_and_judge(
         instance,
@@ -387,14 +387,7 @@ def run_pipeline_instance(
         else:
             seen, seen_obs = banks.without_graph, without
     except Exception as exc:
-        return InstanceResult(
-            **fields,
-            action=ERROR_ACTION,
-            scores=_ZERO,
-            response="",
-            error=_describe(exc),
-            seconds=time.perf_counter() - started,
-        )
+        return _failed(fields, exc, started)
     mapping = seen_obs.mapping()
     memories = _for_policy(seen)
     shown_ids = {m.id: mapping.get(orig.id, "") for m, orig in zip(memories, seen, strict=True)}
