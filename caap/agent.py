@@ -24,7 +24,16 @@ from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.store import GraphStore, StoredMemory
-from caap.models import FACETS, ConflictCluster, Decision, Memory, Recall, Response, utcnow
+from caap.models import (
+    FACETS,
+    RESOLVES_KEY,
+    ConflictCluster,
+    Decision,
+    Memory,
+    Recall,
+    Response,
+    utcnow,
+)
 
 __all__ = ["Agent"]
 
@@ -298,7 +307,7 @@ class Agent:
             source=source,
             aspect=aspect,
             observed_at=observed_at or utcnow(),
-            metadata={"caap_resolves": aspect or "", "unresolved": decision.unresolved or ""},
+            metadata={RESOLVES_KEY: aspect or "", "unresolved": decision.unresolved or ""},
         )
 
     def conflicts(self, user_id: str) -> list[ConflictCluster]:

@@ -28,6 +28,10 @@ __all__ = [
     "utcnow",
 ]
 
+#: Metadata key marking a memory that settles a conflict cluster (written by Agent.resolve,
+#: read by the policy).
+RESOLVES_KEY = "caap_resolves"
+
 #: Facet names a caller may set on a memory; anything else is rejected with an error naming it.
 FACETS = ("source", "context", "aspect", "value", "observed_at")
 

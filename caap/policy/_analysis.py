@@ -17,11 +17,10 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
-from caap.models import ConflictCluster, ConflictType, Memory, RiskTier
+from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, Memory, RiskTier
 
 __all__ = ["Analysis", "analyze"]
 
-_RESOLUTION_KEY = "caap_resolves"
 _SELF = {"self-report", "self report", "user", "self", "your own account"}
 
 
@@ -197,7 +196,7 @@ def analyze(
     if cluster is not None:
         for i in cluster.memory_ids:
             newer = resolution is None or filled[i].created_at > resolution.created_at
-            if filled[i].metadata.get(_RESOLUTION_KEY) and newer:
+            if filled[i].metadata.get(RESOLVES_KEY) and newer:
                 resolution = filled[i]
     risk, cats = risk_tier([filled[i].text for i in relevant], query)
     timeline = None
