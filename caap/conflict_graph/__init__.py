@@ -2,19 +2,23 @@
 
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.graph import ConflictGraph, WriteResult
+from caap.conflict_graph.postgres import PostgresGraphStore
 from caap.conflict_graph.rules import GraphConfig, dominant_type, read_timeline, risk_tier
-from caap.conflict_graph.store import GraphStore, StoredMemory
+from caap.conflict_graph.store import ConflictGraphStore, GraphStore, StoredMemory, open_store
 
 __all__ = [
     "ConflictGraph",
+    "ConflictGraphStore",
     "Extraction",
     "Extractor",
     "GraphConfig",
     "GraphStore",
     "OfflineExtractor",
+    "PostgresGraphStore",
     "StoredMemory",
     "WriteResult",
     "dominant_type",
+    "open_store",
     "read_timeline",
     "risk_tier",
 ]
