@@ -89,3 +89,48 @@ def embedder() -> Any:
     from caap._embeddings import get_embedder
 
     return get_embedder()
+
+
+# -- the PostgreSQL store ----------------------------------------------------------------------
+POSTGRES_DSN_ENV = "CAAP_TEST_POSTGRES_DSN"
+
+
+@pytest.fixture
+def postgres_dsn() -> Iterator[str]:
+    """A ``postgresql://`` DSN whose ``search_path`` is a fresh schema, dropped afterwards.
+
+    Skips unless ``CAAP_TEST_POSTGRES_DSN`` names a server (``.ci/run`` starts a throwaway one
+    on 127.0.0.1 and sets it) and psycopg is installed.
+    """
+    base = os.environ.get(POSTGRES_DSN_ENV)
+    if not base:
+        pytest.skip(
+            f"{POSTGRES_DSN_ENV} is not set (.ci/run starts a throwaway PostgreSQL and sets it)"
+        )
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install 'caap[postgres]')")
+    import uuid
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    schema = f"caap_test_{uuid.uuid4().hex[:16]}"
+    parts = urlsplit(base)
+    options = urlencode({"options": f"-csearch_path={schema}"})
+    query = f"{parts.query}&{options}" if parts.query else options
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield urlunsplit(parts._replace(query=query))
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """What ``Agent(store=...)`` takes, once per store: a SQLite path, then a PostgreSQL DSN."""
+    if request.param == "sqlite":
+        return str(tmp_path / "graph.sqlite")
+    return str(request.getfixturevalue("postgres_dsn"))
