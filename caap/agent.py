@@ -4,6 +4,9 @@ Layout of a data directory::
 
     PATH/graph.sqlite   memories, facets, value vectors, conflict edges (source of truth)
     PATH/vectors/       the builtin backend's chromadb store (a search index)
+
+``store=`` moves the source of truth elsewhere: another SQLite file, or a PostgreSQL database
+given by a ``postgresql://`` DSN (see ``docs/deployment.md``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from caap.adapters.registry import get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig
-from caap.conflict_graph.store import GraphStore, StoredMemory
+from caap.conflict_graph.store import ConflictGraphStore, StoredMemory, open_store
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
@@ -77,6 +80,10 @@ class Agent:
         backend_options: Keyword arguments for a backend given by name.
         llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
+        store: Where memories and conflict edges persist: ``None`` for ``PATH/graph.sqlite``,
+            another SQLite path, a ``postgresql://`` DSN (needs ``caap[postgres]``), or a
+            :class:`~caap.conflict_graph.ConflictGraphStore`. The agent closes it on
+            :meth:`close`.
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class Agent:
         config: GraphConfig | None = None,
         backend_options: Mapping[str, Any] | None = None,
         llm: str | Any | None = None,
+        store: str | Path | ConflictGraphStore[Any] | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -108,7 +116,9 @@ class Agent:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
             )
-        self.store = GraphStore(self.path / "graph.sqlite")
+        self.store: ConflictGraphStore[Any] = open_store(
+            self.path / "graph.sqlite" if store is None else store
+        )
         self.extractor = extractor
         self.config = config or GraphConfig()
         self._graphs: dict[str, ConflictGraph] = {}
