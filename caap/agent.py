@@ -77,7 +77,8 @@ class Agent:
             packaged all-MiniLM-L6-v2).
         extractor: Facet extractor (default: offline cues).
         config: Conflict-graph thresholds.
-        backend_options: Keyword arguments for a backend given by name.
+        backend_options: Keyword arguments for a backend given by name (for ``"builtin"``:
+            ``chroma_url``, ``collection``).
         llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
         store: Where memories and conflict edges persist: ``None`` for ``PATH/graph.sqlite``,
@@ -109,7 +110,9 @@ class Agent:
         if isinstance(backend, MemoryBackend):
             self.backend = backend
         elif backend == "builtin":
-            self.backend = BuiltinBackend(self.path, embedder=self.embedder)
+            self.backend = BuiltinBackend(
+                self.path, embedder=self.embedder, **dict(backend_options or {})
+            )
         elif isinstance(backend, str):
             self.backend = get_backend(backend, **dict(backend_options or {}))
         else:

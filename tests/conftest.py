@@ -8,8 +8,14 @@ real model fails loudly instead.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +140,46 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "graph.sqlite")
     return str(request.getfixturevalue("postgres_dsn"))
+
+
+# -- a Chroma server for the builtin backend's remote mode -----------------------------------
+def _chroma_cli() -> str | None:
+    here = Path(sys.executable).parent / "chroma"
+    return str(here) if here.exists() else shutil.which("chroma")
+
+
+@pytest.fixture(scope="session")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Chroma server (chromadb's own ``chroma run``) on a free loopback port."""
+    cli = _chroma_cli()
+    if cli is None:
+        pytest.skip("the chroma CLI (chromadb's server) is not installed next to python or on PATH")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = (data / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [cli, "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.close()
+                    text = (data / "server.log").read_text(errors="replace")[-2000:]
+                    pytest.fail(f"the Chroma server did not start:\n{text}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
