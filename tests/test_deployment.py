@@ -6,11 +6,16 @@ remembers, the other recalls with the same conflict clusters.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from caap import Agent, ConflictType
 from tests.scenarios import DRINKING, MEDICATION, UNRELATED
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sharded_deployment.py"
 
 
 def test_a_second_server_sees_the_first_ones_memories_and_conflicts(
@@ -35,3 +40,22 @@ def test_a_second_server_sees_the_first_ones_memories_and_conflicts(
         assert set(DRINKING) <= {m.text for m in r.memories}
         assert all(m.user_id == "ethan" for m in r.memories)
         assert sorted(b.store.users()) == ["ethan", "maya"]
+
+
+def test_the_sharded_deployment_example_runs(
+    postgres_dsn: str,
+    chroma_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = importlib.util.spec_from_file_location("sharded_deployment", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    # Two shards that are the same database: routing still picks one per user.
+    monkeypatch.setenv("CAAP_SHARDS", f"{postgres_dsn} {postgres_dsn}")
+    monkeypatch.setenv("CAAP_CHROMA_URL", chroma_url)
+    assert example.main() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" ->")[0] for line in lines] == ["ethan", "maya", "lena"]
+    assert {example.shard_of(u, 2) for u in ("ethan", "maya", "lena")} == {0, 1}
