@@ -53,6 +53,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE TABLE caap_edges (
             user_id    TEXT NOT NULL,
             id         TEXT NOT NULL,
+            seq        BIGINT GENERATED ALWAYS AS IDENTITY,
             kind       TEXT NOT NULL,
             source_id  TEXT NOT NULL,
             target_id  TEXT NOT NULL,
@@ -60,7 +61,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             expired_at TIMESTAMPTZ,
             PRIMARY KEY (user_id, id)
         );
-        CREATE INDEX caap_edges_open ON caap_edges (user_id) WHERE expired_at IS NULL;
+        CREATE INDEX caap_edges_user_seq ON caap_edges (user_id, seq);
         """,
     ),
 )
@@ -156,6 +157,9 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
             max_size=max_size,
             kwargs={"autocommit": True},
             configure=self._configure,
+            # A connection the server dropped (restart, failover) is replaced on checkout
+            # instead of failing the caller's next write.
+            check=psycopg_pool.ConnectionPool.check_connection,
             open=False,
             name="caap-graph-store",
         )
@@ -318,6 +322,8 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         sql = "SELECT payload FROM caap_edges WHERE user_id = %s"
         if not include_closed:
             sql += " AND expired_at IS NULL"
+        # First-write order (an upsert keeps its row's seq), as the graph held them.
+        sql += " ORDER BY seq"
         with self._pool.connection() as conn:
             rows = conn.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]

@@ -292,6 +292,9 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         sql = "SELECT payload FROM edges WHERE user_id = ?"
         if not include_closed:
             sql += " AND expired_at IS NULL"
+        # First-write order (an upsert keeps its rowid), as the graph held them; without it the
+        # (user_id, expired_at) index would put open edges first.
+        sql += " ORDER BY rowid"
         with self._lock:
             rows = self._db.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]

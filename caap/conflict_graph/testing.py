@@ -129,6 +129,18 @@ class StoreConformance:
         assert len(every) == 2 and every[e1.id] == closed and every[e2.id] == e2
         assert [e.id for e in store.edges("alice", include_closed=False)] == [e2.id]
 
+    def test_edges_come_back_in_first_write_order(self, store: ConflictGraphStore[Any]) -> None:
+        rows = [make_stored("alice", f"m{i}", seed=i) for i in range(6)]
+        edges = [make_edge(rows[i], rows[i + 1]) for i in range(5)]
+        store.write(rows, edges[:3])
+        store.write((), edges[3:])
+        closed = edges[1].model_copy(update={"expired_at": datetime.now(timezone.utc)})
+        store.write((), [closed])  # closing an edge keeps its place
+        assert [e.id for e in store.edges("alice")] == [e.id for e in edges]
+        assert [e.id for e in store.edges("alice", include_closed=False)] == [
+            e.id for e in edges if e.id != closed.id
+        ]
+
     def test_edge_timestamps_keep_their_instant(self, store: ConflictGraphStore[Any]) -> None:
         a, b = make_stored("alice", "x", seed=1), make_stored("alice", "y", seed=2)
         east = timezone(timedelta(hours=9))
