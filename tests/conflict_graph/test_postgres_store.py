@@ -109,3 +109,17 @@ def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
     with pytest.raises(ConnectionError, match=f"port={port}") as info:
         PostgresGraphStore(dsn, connect_timeout=1)
     assert "s3cret" not in str(info.value)
+
+
+def test_a_connection_the_server_dropped_is_replaced(postgres_dsn: str) -> None:
+    a, b = make_stored("alice", "before", seed=1), make_stored("alice", "after", seed=2)
+    with PostgresGraphStore(postgres_dsn, min_size=1, max_size=1) as s:
+        with s.transaction() as db:
+            s.write([a], db=db)
+            pid = db.info.backend_pid
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            # What a server restart or failover does to the pooled connection.
+            (killed,) = admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()
+        assert killed
+        s.write([b])
+        assert [m.memory.text for m in s.memories("alice")] == ["before", "after"]
