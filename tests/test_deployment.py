@@ -41,6 +41,15 @@ def test_a_second_server_sees_the_first_ones_memories_and_conflicts(
         assert all(m.user_id == "ethan" for m in r.memories)
         assert sorted(b.store.users()) == ["ethan", "maya"]
 
+    # An empty collection (lost, or a new Chroma server) is refilled from the store.
+    fresh = {**options, "collection": f"{options['collection']}-new"}
+    with Agent(
+        tmp_path / "server-c", embedder=embedder, store=postgres_dsn, backend_options=fresh
+    ) as c:
+        r = c.recall("Should I skip drinking before my early shift?", "ethan", k=1)
+        assert set(DRINKING) <= {m.text for m in r.memories}
+        assert c.backend.count("ethan") == len(DRINKING + UNRELATED)
+
 
 def test_the_sharded_deployment_example_runs(
     postgres_dsn: str,
