@@ -7,12 +7,15 @@ remembers, the other recalls with the same conflict clusters.
 from __future__ import annotations
 
 import importlib.util
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from caap import Agent, ConflictType
+from caap.cli import main
+from caap.conflict_graph import PostgresGraphStore
 from tests.scenarios import DRINKING, MEDICATION, UNRELATED
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sharded_deployment.py"
@@ -68,3 +71,28 @@ def test_the_sharded_deployment_example_runs(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" ->")[0] for line in lines] == ["ethan", "maya", "lena"]
     assert {example.shard_of(u, 2) for u in ("ethan", "maya", "lena")} == {0, 1}
+
+
+def test_the_cli_keeps_the_graph_where_caap_store_says(
+    tmp_path: Path, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAAP_STORE", postgres_dsn)
+    data = str(tmp_path / "d")
+    for text in MEDICATION:
+        assert main(["remember", text, "--user", "maya", "--data", data]) == 0
+    assert not (tmp_path / "d" / "graph.sqlite").exists()
+    with PostgresGraphStore(postgres_dsn) as store:
+        assert [m.memory.text for m in store.memories("maya")] == MEDICATION
+        assert store.edges("maya")
+
+
+def test_the_cli_reports_an_unreachable_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'caap[postgres]')")
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("CAAP_STORE", f"postgresql://caap@127.0.0.1:{port}/caap")
+    assert main(["conflicts", "--user", "maya", "--data", str(tmp_path / "d")]) == 2
+    assert f"port={port}" in capsys.readouterr().err

@@ -151,6 +151,15 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         self.schema = schema
         self._psycopg = psycopg
         self._where = _redacted(dsn, psycopg)
+        try:
+            # One direct attempt first: a refused connection, a wrong password or a missing
+            # database is reported at once with libpq's reason, not after the pool's retries.
+            psycopg.connect(dsn, connect_timeout=max(1, round(connect_timeout))).close()
+        except psycopg.OperationalError as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConnectionError(
+                f"could not connect to PostgreSQL ({self._where}): {reason}"
+            ) from exc
         self._pool: Any = psycopg_pool.ConnectionPool(
             dsn,
             min_size=min_size,

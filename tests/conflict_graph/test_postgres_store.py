@@ -107,8 +107,16 @@ def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
         port = sock.getsockname()[1]
     dsn = f"postgresql://caap:s3cret@127.0.0.1:{port}/caap"
     with pytest.raises(ConnectionError, match=f"port={port}") as info:
-        PostgresGraphStore(dsn, connect_timeout=1)
+        PostgresGraphStore(dsn)  # fails at once, not after connect_timeout
     assert "s3cret" not in str(info.value)
+    assert "refused" in str(info.value).lower()
+
+
+def test_a_missing_database_is_named(postgres_dsn: str) -> None:
+    parts = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
+    parts["dbname"] = "caap_no_such_database"
+    with pytest.raises(ConnectionError, match="caap_no_such_database"):
+        PostgresGraphStore(psycopg.conninfo.make_conninfo(**parts))
 
 
 def test_a_connection_the_server_dropped_is_replaced(postgres_dsn: str) -> None:
