@@ -25,14 +25,36 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from caap.conflict_graph._text import normalize_source
+from caap.models import Memory
+
 __all__ = [
+    "OUTCOME_KEY",
     "AnswerSpace",
     "LabelledCase",
     "Posterior",
     "ReliabilityModel",
     "best_threshold",
+    "claim_of",
     "f_beta",
+    "source_key",
 ]
+
+#: Metadata key on a resolution memory holding the labelled source outcome it recorded
+#: (``question``, ``claims``, ``truth``), so the outcome can be rebuilt from the memory.
+OUTCOME_KEY = "caap_source_outcome"
+
+
+def source_key(label: str) -> str:
+    """The name a source is tracked under across topics: lowercase, without the owner's
+    possessive ("Maya's clinic record" -> "clinic record")."""
+    return normalize_source(label) or label.strip().lower()
+
+
+def claim_of(memory: Memory) -> str:
+    """A memory's claim as an answer label: its value facet, else its text, normalised."""
+    text = (memory.value or memory.text).strip().lower().rstrip(".")
+    return " ".join(text.split())
 
 
 class AnswerSpace(BaseModel):
