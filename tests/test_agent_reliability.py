@@ -96,9 +96,7 @@ def test_reliability_persists_across_reopen(tmp_path: Path, embedder: Any) -> No
         assert b.reliability("maya").sources == []
 
 
-def test_outcome_lost_in_a_crash_is_rebuilt_from_the_memory(
-    tmp_path: Path, embedder: Any
-) -> None:
+def test_outcome_lost_in_a_crash_is_rebuilt_from_the_memory(tmp_path: Path, embedder: Any) -> None:
     path = tmp_path / "data"
     with Agent(path, embedder=embedder) as a:
         r = a.respond(_topic(a, 0), "ethan")
