@@ -249,8 +249,8 @@ def summarize(items: Sequence[Item], questions: Sequence[str]) -> dict[str, Any]
 def breakdown(
     items: Sequence[Item], key: str, questions: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
-    """:func:`summarize` per value of ``key`` (``question``, ``difficulty`` or a mapping name
-    given by the caller through ``Item`` attributes)."""
+    """:func:`summarize` per value of an :class:`Item` attribute (``question``,
+    ``difficulty``)."""
     groups: dict[str, list[Item]] = {}
     for i in items:
         groups.setdefault(str(getattr(i, key)), []).append(i)
@@ -329,13 +329,8 @@ def evaluate(
         model.calibrate(cases(groups["cal"], qids), beta=beta, target_accuracy=target_accuracy)
     else:
         model.threshold = 0.0
-    items = score_items(
-        model,
-        Plurality(groups["fit"], spaces),
-        BestSingleSource(groups["fit"], spaces, sources),
-        groups["test"],
-        qids,
-    )
+    best = BestSingleSource(groups["fit"], spaces, sources)
+    items = score_items(model, Plurality(groups["fit"], spaces), best, groups["test"], qids)
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "data": {
@@ -380,7 +375,6 @@ def evaluate(
         rt: summarize([i for i in items if i.question in set(qs)], qs)
         for rt, qs in sorted(groups_rt.items())
     }
-    best = BestSingleSource(groups["fit"], spaces, sources)
     report["best_single_source_choice"] = best.choice
     if not selective:
         for block in (
