@@ -88,6 +88,9 @@ class Agent:
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
         reliability_threshold: Posterior margin a source's claim needs, by the user's
             confirmed track record, before a low-stakes source conflict is committed on.
+        reliability_recalibrate_after: Once a user has this many confirmed source outcomes,
+            their threshold is recalibrated (F0.5) on how the model predicted each outcome
+            before learning it; ``None`` keeps ``reliability_threshold``.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class Agent:
         backend_options: Mapping[str, Any] | None = None,
         llm: str | Any | None = None,
         reliability_threshold: float = 0.5,
+        reliability_recalibrate_after: int | None = 20,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -132,6 +136,12 @@ class Agent:
                 f"reliability_threshold must be in [0, 1], got {reliability_threshold!r}"
             )
         self.reliability_threshold = float(reliability_threshold)
+        if reliability_recalibrate_after is not None and reliability_recalibrate_after < 1:
+            raise ValueError(
+                "reliability_recalibrate_after must be a positive int or None, got "
+                f"{reliability_recalibrate_after!r}"
+            )
+        self.reliability_recalibrate_after = reliability_recalibrate_after
         self._reliability: dict[str, ReliabilityModel] = {}
 
     @property
@@ -524,7 +534,11 @@ class Agent:
                 payload = {**o, "memory_id": m.id}
                 self.store.add_outcome(user_id, str(o["id"]), payload)
                 stored.append(payload)
-        model = ReliabilityModel(source_prior=(2.0, 2.0), threshold=self.reliability_threshold)
+        model = ReliabilityModel(
+            source_prior=(2.0, 2.0),
+            threshold=self.reliability_threshold,
+            recalibrate_after=self.reliability_recalibrate_after,
+        )
         for o in stored:
             model.observe(str(o["question"]), o["claims"], str(o["truth"]))
         self._reliability[user_id] = model

@@ -86,7 +86,11 @@ def test_reliability_persists_across_reopen(tmp_path: Path, embedder: Any) -> No
             r = a.respond(_topic(a, n), "ethan")
             a.resolve(r, "My partner is right.", "ethan", confirms=PARTNER)
         before = a.respond(_topic(a, 2), "ethan").decision
+        predictions = list(a.reliability("ethan").predictions)
     with Agent(path, embedder=embedder) as b:
+        # Replaying the stored outcomes rebuilds the same online calibration state.
+        assert b.reliability("ethan").predictions == predictions
+        assert len(predictions) == 2
         assert b.store.schema_version == "2"
         assert b.reliability("ethan").outcomes("gym app") == (0, 2)
         assert b.reliability("ethan").outcomes("climbing partner") == (2, 0)
@@ -131,6 +135,8 @@ def test_confirms_must_name_a_source_of_the_decision(agent: Agent) -> None:
         agent.resolve(r, "  ", "ethan")
     with pytest.raises(ValueError, match="reliability_threshold"):
         Agent(agent.path, embedder=agent.embedder, reliability_threshold=1.5)
+    with pytest.raises(ValueError, match="reliability_recalibrate_after"):
+        Agent(agent.path, embedder=agent.embedder, reliability_recalibrate_after=0)
 
 
 def test_policy_without_a_track_record_is_unchanged(embedder: Any) -> None:

@@ -159,6 +159,11 @@ class ReliabilityModel:
         source_prior: Beta pseudo-counts ``(right, wrong)`` of a source's pooled accuracy
             before any outcome is seen.
         threshold: Margin needed to answer in selective mode until :meth:`calibrate` sets it.
+        recalibrate_after: Online calibration. When set, every :meth:`observe` first scores
+            the case with the model as it stood (a prediction made before the answer was
+            known, so held out by construction) and, once this many such predictions exist,
+            sets ``threshold`` to the F-``beta`` optimum over them.
+        beta: The F-beta used by online calibration.
     """
 
     def __init__(
@@ -169,6 +174,8 @@ class ReliabilityModel:
         ordinal_decay: float = 1.0,
         source_prior: tuple[float, float] = (1.0, 1.0),
         threshold: float = 0.5,
+        recalibrate_after: int | None = None,
+        beta: float = 0.5,
     ) -> None:
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got {alpha!r}")
@@ -182,6 +189,15 @@ class ReliabilityModel:
         self.ordinal_decay = float(ordinal_decay)
         self.source_prior = (float(source_prior[0]), float(source_prior[1]))
         self.threshold = float(threshold)
+        if recalibrate_after is not None and recalibrate_after < 1:
+            raise ValueError(f"recalibrate_after must be >= 1, got {recalibrate_after!r}")
+        if not beta > 0:
+            raise ValueError(f"beta must be > 0, got {beta!r}")
+        self.recalibrate_after = recalibrate_after
+        self.beta = float(beta)
+        self.predictions: list[tuple[float, bool]] = []
+        """Online calibration: ``(margin, correct)`` of each case, scored before it was
+        learned."""
         self.temperature: dict[str, float] = {}
         self._spaces: dict[str, AnswerSpace] = {}
         self._labels: dict[str, list[str]] = {}
@@ -255,6 +271,15 @@ class ReliabilityModel:
         if not weight > 0:
             raise ValueError(f"weight must be > 0, got {weight!r}")
         _check_claims(claims)
+        if self.space(question).closed:
+            # Validate first: a bad truth must neither teach nor be scored.
+            self._admit(question, truth, "truth", strict=True)
+        if self.recalibrate_after is not None:
+            # Scored before an open space learns the truth exists: no peeking at the answer.
+            before = self.posterior(question, claims)
+            self.predictions.append((before.margin, before.answer == truth))
+            if len(self.predictions) >= self.recalibrate_after:
+                self.threshold = best_threshold(self.predictions, beta=self.beta)
         self._admit(question, truth, "truth", strict=True)
         tq = self._truth.setdefault(question, {})
         tq[truth] = tq.get(truth, 0.0) + weight

@@ -248,10 +248,11 @@ class GraphStore:
             "SELECT COALESCE(MAX(seq), 0) + 1 FROM reliability_outcomes WHERE user_id = ?",
             (user_id,),
         ).fetchone()[0]
+        # Key order is kept: replaying outcomes in their recorded order rebuilds the same model.
         cur = db.execute(
             "INSERT OR IGNORE INTO reliability_outcomes (user_id, id, seq, payload) "
             "VALUES (?, ?, ?, ?)",
-            (user_id, outcome_id, seq, json.dumps(dict(payload), sort_keys=True)),
+            (user_id, outcome_id, seq, json.dumps(dict(payload))),
         )
         return cur.rowcount > 0
 

@@ -314,3 +314,39 @@ def test_fusion_is_order_independent() -> None:
     p1 = m.posterior("sleep", {"x": "low", "y": "high"}).probs
     p2 = m.posterior("sleep", {"y": "high", "x": "low"}).probs
     assert p1 == pytest.approx(p2)
+
+
+def test_online_calibration_scores_each_case_before_learning_it() -> None:
+    rng = random.Random(5)
+    space = AnswerSpace(id="q", labels=("a", "b", "c"))
+    cases = []
+    for _ in range(40):
+        truth = rng.choice("abc")
+        good = truth if rng.random() < 0.8 else rng.choice("abc")
+        cases.append(LabelledCase("q", {"good": good, "noise": rng.choice("abc")}, truth))
+    online = ReliabilityModel([space], recalibrate_after=20)
+    for c in cases[:19]:
+        online.observe(c.question, c.claims, c.truth)
+    assert online.threshold == 0.5  # the default until 20 predictions exist
+    with pytest.raises(ValueError, match="truth"):
+        online.observe("q", {"good": "a"}, "zzz")
+    assert len(online.predictions) == 19  # a rejected case is not scored
+    for c in cases[19:]:
+        online.observe(c.question, c.claims, c.truth)
+    # The same predictions, made by replaying with a model that saw only the earlier cases.
+    replay = ReliabilityModel([space])
+    expected = []
+    for c in cases:
+        p = replay.posterior(c.question, c.claims)
+        expected.append((p.margin, p.answer == c.truth))
+        replay.observe(c.question, c.claims, c.truth)
+    assert online.predictions == expected
+    assert online.threshold == best_threshold(expected)
+    assert online.threshold != 0.5
+
+
+def test_online_calibration_in_an_open_space_does_not_peek_at_the_truth() -> None:
+    m = ReliabilityModel(recalibrate_after=1)
+    m.observe("diet", {"a": "vegan"}, "pescatarian")
+    # Before this case the model knew only the claim "vegan": it predicted that, wrongly.
+    assert m.predictions == [(1.0, False)]
