@@ -1,20 +1,31 @@
-"""Typed conflict graph: facets, typed bi-temporal edges, detection, clusters, persistence."""
+"""Typed conflict graph: facets, typed bi-temporal edges, detection, clusters, persistence,
+source reliability."""
 
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.graph import ConflictGraph, WriteResult
 from caap.conflict_graph.postgres import PostgresGraphStore
+from caap.conflict_graph.reliability import (
+    AnswerSpace,
+    LabelledCase,
+    Posterior,
+    ReliabilityModel,
+)
 from caap.conflict_graph.rules import GraphConfig, dominant_type, read_timeline, risk_tier
 from caap.conflict_graph.store import ConflictGraphStore, GraphStore, StoredMemory, open_store
 
 __all__ = [
+    "AnswerSpace",
     "ConflictGraph",
     "ConflictGraphStore",
     "Extraction",
     "Extractor",
     "GraphConfig",
     "GraphStore",
+    "LabelledCase",
     "OfflineExtractor",
+    "Posterior",
     "PostgresGraphStore",
+    "ReliabilityModel",
     "StoredMemory",
     "WriteResult",
     "dominant_type",

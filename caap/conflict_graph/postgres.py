@@ -2,9 +2,10 @@
 
 The same rows as the SQLite :class:`~caap.conflict_graph.store.GraphStore`: a memory's pydantic
 JSON, the facets the extractor inferred, its value vector (``bytea``, float32; the vector index
-itself lives in the memory backend), and the conflict edges, closed (``expired_at``), never
-deleted. Every statement names the user, so tables can be partitioned or sharded by
-``user_id``. Each write is one transaction and returns only after PostgreSQL committed it with
+itself lives in the memory backend), the conflict edges (closed with ``expired_at``, never
+deleted), and the labelled source outcomes the agent's reliability model learns from. Every
+statement names the user, so tables can be partitioned or sharded by ``user_id``. Each write
+is one transaction and returns only after PostgreSQL committed it with
 ``synchronous_commit = on``.
 
 Needs the ``postgres`` extra: ``pip install 'caap[postgres]'``.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,23 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE INDEX caap_edges_user_seq ON caap_edges (user_id, seq);
         """,
     ),
+    (
+        2,
+        "labelled source outcomes",
+        # The payload is TEXT, not JSONB: JSONB reorders keys, and the agent replays outcomes
+        # as they were recorded (the same JSON text SQLite keeps).
+        """
+        CREATE TABLE caap_reliability_outcomes (
+            user_id TEXT NOT NULL,
+            id      TEXT NOT NULL,
+            seq     BIGINT GENERATED ALWAYS AS IDENTITY,
+            payload TEXT NOT NULL,
+            PRIMARY KEY (user_id, id)
+        );
+        CREATE INDEX caap_reliability_outcomes_user_seq
+            ON caap_reliability_outcomes (user_id, seq);
+        """,
+    ),
 )
 
 _INSERT_MEMORY = (
@@ -106,7 +124,8 @@ def _row_to_stored(payload: str, inferred: str, vector: bytes) -> StoredMemory:
 
 
 class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
-    """PostgreSQL-backed store of memories (with value vectors) and conflict edges.
+    """PostgreSQL-backed store of memories (with value vectors), conflict edges and labelled
+    source outcomes.
 
     Args:
         dsn: A libpq connection string, e.g. ``postgresql://caap@db.internal:5432/caap``. A
@@ -336,6 +355,36 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         with self._pool.connection() as conn:
             rows = conn.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]
+
+    def add_outcome(
+        self,
+        user_id: str,
+        outcome_id: str,
+        payload: Mapping[str, Any],
+        *,
+        db: psycopg.Connection[Any] | None = None,
+    ) -> bool:
+        """Store one labelled source outcome (idempotent by id); ``False`` if already there."""
+        if db is None:
+            with self.transaction() as tx:
+                return self.add_outcome(user_id, outcome_id, payload, db=tx)
+        # ON CONFLICT DO NOTHING: a second add of the id (even a concurrent one, which waits for
+        # the first to commit) leaves the first payload and its place in the order.
+        cur = db.execute(
+            "INSERT INTO caap_reliability_outcomes (user_id, id, payload) VALUES (%s, %s, %s) "
+            "ON CONFLICT (user_id, id) DO NOTHING",
+            (user_id, outcome_id, json.dumps(dict(payload))),
+        )
+        return bool(cur.rowcount > 0)
+
+    def outcomes(self, user_id: str) -> list[dict[str, Any]]:
+        """Every labelled source outcome of one user, in the order they were recorded."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT payload FROM caap_reliability_outcomes WHERE user_id = %s ORDER BY seq",
+                (user_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def users(self) -> list[str]:
         """Every user id with at least one memory."""

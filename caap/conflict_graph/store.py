@@ -1,7 +1,8 @@
 """Persistence of the conflict graph: the store interface and its SQLite implementation.
 
-The store is the source of truth for memories and edges; the vector backend is an index that
-can be rebuilt from it. Edges are closed (``expired_at``), never deleted.
+The store is the source of truth for memories, edges and labelled source outcomes (what a
+user confirmed about which source was right); the vector backend is an index that can be
+rebuilt from it. Edges are closed (``expired_at``), never deleted.
 
 :class:`ConflictGraphStore` is the interface; :class:`GraphStore` keeps everything in one SQLite
 file (WAL, one transaction per write) and :class:`~caap.conflict_graph.postgres.PostgresGraphStore`
@@ -15,7 +16,7 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -53,8 +54,17 @@ CREATE TABLE IF NOT EXISTS edges (
     expired_at TEXT
 );
 CREATE INDEX IF NOT EXISTS edges_user ON edges (user_id, expired_at);
+CREATE TABLE IF NOT EXISTS reliability_outcomes (
+    user_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (user_id, id)
+);
 """
-SCHEMA_VERSION = "1"
+#: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
+#: empty table on open and stays readable by everything that read it before.
+SCHEMA_VERSION = "2"
 
 
 class StoredMemory:
@@ -69,7 +79,8 @@ class StoredMemory:
 
 
 class ConflictGraphStore(ABC, Generic[TxT]):
-    """Where memories (with their value vectors) and conflict edges persist, per user.
+    """Where memories (with their value vectors), conflict edges and labelled source outcomes
+    persist, per user.
 
     Every read and write names the user; no method returns another user's rows. A write that
     returns has been committed (it survives the process being killed). ``TxT`` is the handle a
@@ -114,6 +125,27 @@ class ConflictGraphStore(ABC, Generic[TxT]):
         """Stored edges of one user."""
 
     @abstractmethod
+    def add_outcome(
+        self,
+        user_id: str,
+        outcome_id: str,
+        payload: Mapping[str, Any],
+        *,
+        db: TxT | None = None,
+    ) -> bool:
+        """Store one labelled source outcome (what the user confirmed about which source was
+        right), keyed by ``(user_id, outcome_id)``.
+
+        Idempotent: adding an id the user already has changes nothing and returns ``False``;
+        a new one returns ``True``. ``payload`` must be JSON-serialisable; its key order is
+        kept. Without ``db`` the add is its own transaction.
+        """
+
+    @abstractmethod
+    def outcomes(self, user_id: str) -> list[dict[str, Any]]:
+        """Every labelled source outcome of one user, in the order they were first added."""
+
+    @abstractmethod
     def users(self) -> list[str]:
         """Every user id with at least one memory, sorted."""
 
@@ -154,7 +186,8 @@ def open_store(target: str | Path | ConflictGraphStore[Any]) -> ConflictGraphSto
 
 
 class GraphStore(ConflictGraphStore[sqlite3.Connection]):
-    """SQLite-backed store of memories (with value vectors) and conflict edges.
+    """SQLite-backed store of memories (with value vectors), conflict edges and labelled
+    source outcomes.
 
     Args:
         path: The SQLite file. Its directory is created if missing.
@@ -179,6 +212,24 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
             )
+            found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+            if int(found) > int(SCHEMA_VERSION):
+                raise ValueError(
+                    f"{str(self.path)!r} has schema version {found}, newer than this caap "
+                    f"reads ({SCHEMA_VERSION}); upgrade caap"
+                )
+            if found != SCHEMA_VERSION:
+                # Older file: the CREATE ... IF NOT EXISTS above added what it lacked.
+                db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
+                )
+
+    @property
+    def schema_version(self) -> str:
+        """The schema version of the open file."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return str(row[0])
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -298,6 +349,39 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         with self._lock:
             rows = self._db.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]
+
+    def add_outcome(
+        self,
+        user_id: str,
+        outcome_id: str,
+        payload: Mapping[str, Any],
+        *,
+        db: sqlite3.Connection | None = None,
+    ) -> bool:
+        """Store one labelled source outcome (idempotent by id); ``False`` if already there."""
+        if db is None:
+            with self.transaction() as tx:
+                return self.add_outcome(user_id, outcome_id, payload, db=tx)
+        seq = db.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM reliability_outcomes WHERE user_id = ?",
+            (user_id,),
+        ).fetchone()[0]
+        # Key order is kept: replaying outcomes in their recorded order rebuilds the same model.
+        cur = db.execute(
+            "INSERT OR IGNORE INTO reliability_outcomes (user_id, id, seq, payload) "
+            "VALUES (?, ?, ?, ?)",
+            (user_id, outcome_id, seq, json.dumps(dict(payload))),
+        )
+        return cur.rowcount > 0
+
+    def outcomes(self, user_id: str) -> list[dict[str, Any]]:
+        """Every labelled source outcome of one user, in the order they were recorded."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT payload FROM reliability_outcomes WHERE user_id = ? ORDER BY seq",
+                (user_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def users(self) -> list[str]:
         """Every user id with at least one memory."""

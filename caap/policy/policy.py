@@ -16,6 +16,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
 from caap.models import Action, ConflictType, Decision, Memory, Response, RiskTier
@@ -113,10 +114,19 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        reliability: ReliabilityModel | None = None,
     ) -> Analysis:
         """Build the evidence view the decision is made from (``vectors``: value embeddings
-        already computed by a graph, so they are not computed again)."""
-        return analyze(memories, query, self.embedder, config=self.config, vectors=vectors)
+        already computed by a graph, so they are not computed again; ``reliability``: the
+        user's source-reliability model)."""
+        return analyze(
+            memories,
+            query,
+            self.embedder,
+            config=self.config,
+            vectors=vectors,
+            reliability=reliability,
+        )
 
     def decide(
         self, memories: Sequence[Memory], query: str, *, analysis: Analysis | None = None
@@ -193,8 +203,9 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        reliability: ReliabilityModel | None = None,
     ) -> Response:
         """``decide`` then ``realize`` over one shared analysis."""
-        a = self.analyze(memories, query, vectors=vectors)
+        a = self.analyze(memories, query, vectors=vectors, reliability=reliability)
         decision = self.decide(memories, query, analysis=a)
         return self.realize(memories, query, decision, analysis=a)
