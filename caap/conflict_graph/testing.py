@@ -24,7 +24,7 @@ import pytest
 from caap.conflict_graph.store import ConflictGraphStore, StoredMemory
 from caap.models import ConflictEdge, EdgeKind, Memory
 
-__all__ = ["StoreConformance", "make_edge", "make_stored"]
+__all__ = ["StoreConformance", "make_edge", "make_outcome", "make_stored"]
 
 StoreFactory = Callable[[], ConflictGraphStore[Any]]
 
@@ -46,6 +46,19 @@ def make_stored(user: str, text: str, *, seed: int, memory_id: str | None = None
         m = m.model_copy(update={"id": memory_id})
     vector = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
     return StoredMemory(m, ["aspect", "value"], vector)
+
+
+def make_outcome(seed: int, outcome_id: str | None = None) -> dict[str, Any]:
+    """A labelled source outcome as the agent records it (keys deliberately not sorted)."""
+    return {
+        "id": outcome_id or f"outcome-{seed}",
+        "question": f"climbing {seed}",
+        "claims": {"gym app": f"{seed} sessions", "climbing partner": "twice, ü 日本"},
+        "truth": "twice, ü 日本",
+        "confirmed_source": "climbing partner",
+        "created_at": datetime(2025, 3, 1 + seed % 27, tzinfo=timezone.utc).isoformat(),
+        "memory_id": f"memory-{seed}",
+    }
 
 
 def make_edge(
@@ -167,6 +180,63 @@ class StoreConformance:
         store.write([make_stored("aaron", "first", seed=4)])
         assert store.users() == ["aaron", "alice"]
         assert store.memories("nobody") == [] and store.edges("nobody") == []
+
+    # -- labelled source outcomes ----------------------------------------------------------
+    def test_outcomes_round_trip_in_add_order(self, store: ConflictGraphStore[Any]) -> None:
+        outcomes = [make_outcome(i) for i in range(5)]
+        for o in outcomes:
+            assert store.add_outcome("alice", o["id"], o) is True
+        got = store.outcomes("alice")
+        assert got == outcomes
+        # Key order is kept: replaying outcomes rebuilds the same reliability model.
+        assert [list(g) for g in got] == [list(o) for o in outcomes]
+        assert [list(g["claims"]) for g in got] == [list(o["claims"]) for o in outcomes]
+        assert store.outcomes("nobody") == []
+
+    def test_adding_an_outcome_twice_keeps_the_first(self, store: ConflictGraphStore[Any]) -> None:
+        first, second = make_outcome(1), make_outcome(2)
+        assert store.add_outcome("alice", first["id"], first) is True
+        assert store.add_outcome("alice", second["id"], second) is True
+        changed = {**first, "truth": "something else"}
+        assert store.add_outcome("alice", first["id"], changed) is False
+        assert store.add_outcome("alice", second["id"], second) is False
+        assert store.outcomes("alice") == [first, second]
+
+    def test_outcomes_are_kept_per_user(self, store: ConflictGraphStore[Any]) -> None:
+        mine, theirs = make_outcome(1, outcome_id="shared-id"), make_outcome(2, "shared-id")
+        assert store.add_outcome("alice", "shared-id", mine) is True
+        assert store.add_outcome("bob", "shared-id", theirs) is True  # same id, other user
+        extra = make_outcome(3)
+        assert store.add_outcome("alice", extra["id"], extra) is True
+        assert store.outcomes("alice") == [mine, extra]
+        assert store.outcomes("bob") == [theirs]
+
+    def test_outcomes_join_a_transaction(self, store: ConflictGraphStore[Any]) -> None:
+        kept, lost = make_outcome(1), make_outcome(2)
+        with store.transaction() as db:
+            assert store.add_outcome("alice", kept["id"], kept, db=db) is True
+        row = make_stored("alice", "rolled back", seed=3)
+        with pytest.raises(RuntimeError, match="boom"), store.transaction() as db:
+            store.write([row], db=db)
+            assert store.add_outcome("alice", lost["id"], lost, db=db) is True
+            raise RuntimeError("boom")
+        assert store.outcomes("alice") == [kept]
+        assert store.memories("alice") == []
+        assert store.add_outcome("alice", lost["id"], lost) is True  # nothing of it stayed
+
+    def test_outcomes_survive_a_reopen(self, make_store: StoreFactory) -> None:
+        a, b, c = make_outcome(1), make_outcome(2), make_outcome(3)
+        with make_store() as s:
+            s.add_outcome("alice", a["id"], a)
+            s.add_outcome("alice", b["id"], b)
+            s.add_outcome("bob", c["id"], c)
+        with make_store() as s:
+            assert s.outcomes("alice") == [a, b]
+            assert s.outcomes("bob") == [c]
+            assert s.add_outcome("alice", a["id"], a) is False  # still idempotent
+            later = make_outcome(4)
+            assert s.add_outcome("alice", later["id"], later) is True
+            assert s.outcomes("alice") == [a, b, later]
 
     # -- atomicity and durability ----------------------------------------------------------
     def test_failed_transaction_stores_nothing(self, store: ConflictGraphStore[Any]) -> None:

@@ -27,6 +27,30 @@ def test_migrations_are_recorded_once(postgres_dsn: str) -> None:
     assert rows == [(v, n) for v, n, _ in MIGRATIONS]
 
 
+def test_a_version_1_database_gains_the_outcomes_table(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import caap.conflict_graph.postgres as pg
+
+    row = make_stored("alice", "written before outcomes existed", seed=1)
+    with monkeypatch.context() as m:
+        m.setattr(pg, "MIGRATIONS", MIGRATIONS[:1])  # what a caap before version 2 applied
+        with PostgresGraphStore(postgres_dsn) as old:
+            assert old.schema_version() == 1
+            old.write([row])
+    with PostgresGraphStore(postgres_dsn) as s:
+        assert s.schema_version() == MIGRATIONS[-1][0] >= 2
+        assert [g.memory for g in s.memories("alice")] == [row.memory]
+        assert s.outcomes("alice") == []
+        outcome = {"id": "o1", "question": "q", "claims": {"a": "x", "b": "y"}, "truth": "x"}
+        assert s.add_outcome("alice", "o1", outcome) is True
+        assert s.add_outcome("alice", "o1", outcome) is False
+        assert s.outcomes("alice") == [outcome]
+    with psycopg.connect(postgres_dsn) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM caap_schema_migrations")]
+    assert sorted(versions) == [v for v, _, _ in MIGRATIONS]
+
+
 def test_a_database_from_a_newer_caap_is_refused(postgres_dsn: str) -> None:
     PostgresGraphStore(postgres_dsn).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
