@@ -14,6 +14,7 @@ import pytest
 # Import through the adapter: it tells MemOS where its log folder goes before MemOS loads.
 pytest.importorskip(
     "caap.adapters.memos",
+    exc_type=ImportError,
     reason='MemOS is not installed (pip install "caap[memos]"); .ci/run tests it in its own venv',
 )
 
