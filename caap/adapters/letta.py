@@ -11,10 +11,11 @@ Mapping:
 - Letta scopes archival memory by agent, so each user gets one agent, named
   ``<agent_prefix>-<sha1 of the user id>`` and tagged ``<agent_prefix>``. The agent's LLM
   configuration is required by Letta but never used (we never message the agent).
-- A memory is one passage: ``text`` is the memory's text (Letta stores it as one chunk,
-  unchanged), ``created_at`` is ``created_at``. Passage creation takes no metadata, so our id
-  and payload (facets, provenance, metadata) travel as two passage tags, ``caap-id:<id>`` and
-  ``caap-meta:<json>``.
+- A memory is one passage, ``created_at`` its ``created_at``; Letta refuses passages over 8192
+  tokens, so a longer text is cut into 6000-character parts (one passage each, joined back
+  exactly). Passage creation takes no metadata, so our id, the part number and the payload
+  (facets, provenance, metadata; on part 0) travel as passage tags ``caap-id:<id>``,
+  ``caap-part:<i>/<n>`` and ``caap-meta:<json>``.
 - Letta's search returns passages best first without a similarity, so a hit's score is
   ``1 / (1 + rank)`` -- an order, not a similarity.
 """
@@ -50,6 +51,8 @@ __all__ = ["DEFAULT_LETTA_URL", "LettaBackend"]
 DEFAULT_LETTA_URL = "http://localhost:8283"
 _ID_TAG = "caap-id:"
 _META_TAG = "caap-meta:"
+_PART_TAG = "caap-part:"
+_PART_CHARS = 6000
 _PAGE = 500
 # Letta requires an LLM configuration on every agent; archival memory never uses it. A closed
 # local port makes any accidental call fail at once instead of reaching a real provider.
@@ -61,24 +64,59 @@ _UNUSED_LLM = {
 }
 
 
-def _tags(memory: Memory) -> list[str]:
-    payload = memory.model_dump(mode="json", exclude={"text"})
-    return [_ID_TAG + memory.id, _META_TAG + json.dumps(payload, ensure_ascii=False)]
+def _parts(text: str) -> list[str]:
+    # Letta refuses a passage over 8192 tokens; cut on character boundaries so the parts join
+    # back to the exact text. 6000 characters stay under the limit even at a token per char.
+    return [text[i : i + _PART_CHARS] for i in range(0, len(text), _PART_CHARS)] or [text]
 
 
-def _our_id(tags: list[str] | None) -> str | None:
-    return next((t[len(_ID_TAG) :] for t in tags or [] if t.startswith(_ID_TAG)), None)
+def _tags(memory: Memory, part: int, parts: int) -> list[str]:
+    tags = [_ID_TAG + memory.id, f"{_PART_TAG}{part}/{parts}"]
+    if part == 0:
+        payload = memory.model_dump(mode="json", exclude={"text"})
+        tags.append(_META_TAG + json.dumps(payload, ensure_ascii=False))
+    return tags
 
 
-def _from_passage(text: str, tags: list[str] | None, user_id: str) -> Memory | None:
-    meta = next((t[len(_META_TAG) :] for t in tags or [] if t.startswith(_META_TAG)), None)
+def _tag(tags: list[str] | None, prefix: str) -> str | None:
+    return next((t[len(prefix) :] for t in tags or [] if t.startswith(prefix)), None)
+
+
+def _part_of(tags: list[str] | None) -> tuple[int, int]:
+    raw = _tag(tags, _PART_TAG)
+    if raw is None:
+        return 0, 1
+    part, _, parts = raw.partition("/")
+    return int(part), int(parts)
+
+
+def _memory(texts: list[str], tags: list[str] | None, user_id: str) -> Memory | None:
+    meta = _tag(tags, _META_TAG)
     if meta is None:
         return None  # a passage we did not write (e.g. the agent's own archival inserts)
     payload = json.loads(meta)
     if payload.get("user_id") != user_id:
         return None
-    payload["text"] = text
+    payload["text"] = "".join(texts)
     return Memory.model_validate(payload)
+
+
+def _assemble(passages: list[Any], user_id: str) -> dict[str, Memory]:
+    """Our id -> memory, from an agent's passages (parts joined in order)."""
+    groups: dict[str, dict[int, Any]] = {}
+    for p in passages:
+        ours = _tag(p.tags, _ID_TAG)
+        if ours is not None:
+            groups.setdefault(ours, {})[_part_of(p.tags)[0]] = p
+    out: dict[str, Memory] = {}
+    for ours, parts in groups.items():
+        first = parts.get(0)
+        if first is None or len(parts) != _part_of(first.tags)[1]:
+            continue  # an incomplete write (a part missing): not a memory
+        m = _memory([parts[i].text for i in sorted(parts)], first.tags, user_id)
+        if m is not None:
+            out[ours] = m
+    return out
 
 
 class LettaBackend(MemoryBackend):
@@ -137,8 +175,8 @@ class LettaBackend(MemoryBackend):
             base_url=self.base_url, api_key=api_key or "unused", timeout=timeout, max_retries=1
         )
         self._agents: dict[str, str] = {}
-        # user -> {our id: passage id}; filled from the server on first use of a user.
-        self._index: dict[str, dict[str, str]] = {}
+        # user -> {our id: its passage ids}; filled from the server on first use of a user.
+        self._index: dict[str, dict[str, list[str]]] = {}
         self._lock = threading.RLock()
 
     # -- agents ----------------------------------------------------------------------------------
@@ -178,14 +216,14 @@ class LettaBackend(MemoryBackend):
                 self._agents[user_id] = match
             return match
 
-    def _ids(self, user_id: str, agent_id: str) -> dict[str, str]:
+    def _ids(self, user_id: str, agent_id: str) -> dict[str, list[str]]:
         index = self._index.get(user_id)
         if index is None:
             index = {}
             for p in self._passages(agent_id):
-                ours = _our_id(p.tags)
+                ours = _tag(p.tags, _ID_TAG)
                 if ours is not None and p.id is not None:
-                    index[ours] = p.id
+                    index.setdefault(ours, []).append(p.id)
             self._index[user_id] = index
         return index
 
@@ -212,18 +250,27 @@ class LettaBackend(MemoryBackend):
             index = self._ids(memory.user_id, agent_id)
             if memory.id in index:  # no passage update in Letta: replace
                 self.delete(memory.id, memory.user_id)
-            created = self._call(
-                "passages.create",
-                self._client.agents.passages.create,
-                agent_id,
-                text=memory.text,
-                created_at=memory.created_at,
-                tags=_tags(memory),
-            )
-            passages = list(created) if isinstance(created, list) else [created]
-            if not passages or passages[0].id is None:
-                raise BackendError("Letta passages.create returned no passage")
-            index[memory.id] = passages[0].id
+            parts = _parts(memory.text)
+            written: builtins.list[str] = []
+            try:
+                for i, text in enumerate(parts):
+                    created = self._call(
+                        "passages.create",
+                        self._client.agents.passages.create,
+                        agent_id,
+                        text=text,
+                        created_at=memory.created_at,
+                        tags=_tags(memory, i, len(parts)),
+                    )
+                    passages = list(created) if isinstance(created, list) else [created]
+                    if not passages or passages[0].id is None:
+                        raise BackendError("Letta passages.create returned no passage")
+                    written.append(passages[0].id)
+            except BackendError:
+                for pid in written:  # leave no half-written memory behind
+                    self._client.agents.passages.delete(pid, agent_id=agent_id)
+                raise
+            index[memory.id] = written
             return memory.id
 
     def search(self, query: str, user_id: str, k: int = 10) -> builtins.list[SearchHit]:
@@ -242,11 +289,24 @@ class LettaBackend(MemoryBackend):
                 query=query,
                 top_k=k,
             )
+            # A long memory is several passages: a hit on any part is a hit on the memory.
+            ranked: builtins.list[str] = []
+            whole: dict[str, Memory] = {}
+            for r in res.results:
+                ours = _tag(r.tags, _ID_TAG)
+                if ours is None or ours in ranked:
+                    continue
+                ranked.append(ours)
+                if _part_of(r.tags) == (0, 1):
+                    m = _memory([r.content], r.tags, user_id)
+                    if m is not None:
+                        whole[ours] = m
+            if any(i not in whole for i in ranked):
+                whole = {**_assemble(self._passages(agent_id), user_id), **whole}
         hits: builtins.list[SearchHit] = []
-        for r in res.results[:k]:
-            m = _from_passage(r.content, r.tags, user_id)
-            if m is not None:
-                hits.append(SearchHit(m, 1.0 / (1 + len(hits))))
+        for ours in ranked[:k]:
+            if ours in whole:
+                hits.append(SearchHit(whole[ours], 1.0 / (1 + len(hits))))
         return hits
 
     def get(self, memory_id: str, user_id: str) -> Memory | None:
@@ -255,19 +315,15 @@ class LettaBackend(MemoryBackend):
             agent_id = self._agent(user_id, create=False)
             if agent_id is None or memory_id not in self._ids(user_id, agent_id):
                 return None
-            # No get-by-id for agent passages: read the list (ids come from our index).
-            pid = self._ids(user_id, agent_id)[memory_id]
-            for p in self._passages(agent_id):
-                if p.id == pid:
-                    return _from_passage(p.text, p.tags, user_id)
-            return None
+            # No get-by-id for agent passages: read the list.
+            return _assemble(self._passages(agent_id), user_id).get(memory_id)
 
     def list(self, user_id: str) -> builtins.list[Memory]:
         check_user(user_id)
         with self._lock:
             agent_id = self._agent(user_id, create=False)
             passages = [] if agent_id is None else self._passages(agent_id)
-        out = [m for p in passages if (m := _from_passage(p.text, p.tags, user_id)) is not None]
+        out = builtins.list(_assemble(passages, user_id).values())
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
 
@@ -278,12 +334,13 @@ class LettaBackend(MemoryBackend):
             if agent_id is None:
                 return False
             index = self._ids(user_id, agent_id)
-            pid = index.get(memory_id)
-            if pid is None:
+            pids = index.get(memory_id)
+            if not pids:
                 return False
-            self._call(
-                "passages.delete", self._client.agents.passages.delete, pid, agent_id=agent_id
-            )
+            for pid in pids:
+                self._call(
+                    "passages.delete", self._client.agents.passages.delete, pid, agent_id=agent_id
+                )
             del index[memory_id]
             return True
 
