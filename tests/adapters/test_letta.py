@@ -1,7 +1,7 @@
 """Letta archival memory, for real, against a running Letta server.
 
-The server's address comes from ``CAAP_TEST_LETTA_URL`` (``.ci/run`` starts a ``letta server``
-with SQLite and sets it). The server embeds passages by calling back the
+The server's address comes from ``CAAP_TEST_LETTA_URL`` (``.ci/backends`` starts a letta 0.16.8
+server on PostgreSQL + pgvector and sets it). The server embeds passages by calling back the
 :class:`~caap.embedding_server.EmbeddingServer` these tests start in-process, so no model or
 LLM is reached. Without a server, or without ``letta-client``, the tests skip with the reason.
 """
@@ -44,7 +44,7 @@ needs_server = pytest.mark.skipif(
     not LETTA_URL or not _server_up(LETTA_URL),
     reason=(
         "no Letta server: set CAAP_TEST_LETTA_URL to a running `letta server` "
-        "(letta<=0.16.8; .ci/run starts one when letta installs)"
+        "(letta<=0.16.8 on PostgreSQL; .ci/backends starts one)"
     ),
 )
 
