@@ -1,4 +1,4 @@
-"""Prepare a PostgreSQL + pgvector database for a Letta 0.16.8 server; print its URI.
+"""Prepare a PostgreSQL + pgvector database for a Letta 0.16.8 server; print ``LETTA_PG_URI=...``.
 
 Run with the Letta venv's Python: ``python .ci/letta_db.py PGDATA``. Used by .ci/backends and
 described in docs/backends/letta.md.
@@ -47,7 +47,8 @@ def main() -> int:
         "ALTER TABLE messages ALTER COLUMN sequence_id "
         "SET DEFAULT nextval('message_sequence_id_seq');"
     )
-    print(uri)
+    # A marked line: Letta and pgserver may log to stdout around it.
+    print(f"LETTA_PG_URI={uri}", flush=True)
     return 0
 
 
