@@ -26,6 +26,13 @@ class BackendSpec:
 
 _REGISTRY: dict[str, BackendSpec] = {
     "builtin": BackendSpec("builtin", "caap.adapters.builtin:BuiltinBackend", 'pip install "caap"'),
+    "memos": BackendSpec("memos", "caap.adapters.memos:MemOSBackend", 'pip install "caap[memos]"'),
+    "letta": BackendSpec("letta", "caap.adapters.letta:LettaBackend", 'pip install "caap[letta]"'),
+    "amem": BackendSpec(
+        "amem",
+        "caap.adapters.amem:AMemBackend",
+        'pip install "git+https://github.com/agiresearch/A-mem" "caap[amem]"',
+    ),
 }
 
 
