@@ -18,7 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder
+from caap._timing import phase
 from caap.conflict_graph import _text
+from caap.conflict_graph._index import VectorIndex
 from caap.conflict_graph._prototypes import PROTOTYPES, prototype_matrix
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.rules import (
@@ -119,6 +121,11 @@ class ConflictGraph:
         self._proto: dict[str, str | None] = {}
         self._protos = prototype_matrix(embedder)
         self._subject: set[str] = set()
+        self._explicit: Counter[str] = Counter()
+        # Clusters are cached per aspect and recomputed only after the aspect changed.
+        self._generation: dict[str, int] = {}
+        self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
+        self._index = VectorIndex(embedder.dimension, exact_limit=self.config.exact_neighbours)
         # Document frequency of capitalised tokens, kept incrementally (no rescans).
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
@@ -147,6 +154,41 @@ class ConflictGraph:
         vec: Vector = self._vecs[self._row[memory_id]]
         return vec
 
+    def vectors(self, memory_ids: Sequence[str]) -> Vector:
+        """The value embeddings of several memories, one row each."""
+        rows: Vector = self._vecs[[self._row[i] for i in memory_ids]]
+        return rows
+
+    def nearest(self, vector: Vector, k: int) -> list[tuple[str, float]]:
+        """The ``k`` memories whose values are nearest ``vector``, with similarities."""
+        return self._neighbours(vector, k)
+
+    def expand(
+        self, hit_ids: Sequence[str], query_vector: Vector
+    ) -> tuple[list[tuple[str, float]], list[ConflictCluster]]:
+        """The other members of every conflict cluster the hits belong to, nearest the query
+        first, with their similarity to it; and those clusters. Unknown ids are ignored."""
+        seen = {i for i in hit_ids if i in self._mem}
+        aspects: list[str] = []
+        for i in hit_ids:
+            a = self._mem[i].aspect if i in self._mem else None
+            if a and a not in aspects:
+                aspects.append(a)
+        clusters: list[ConflictCluster] = []
+        extra: list[tuple[str, float]] = []
+        for a in aspects:
+            cluster = self.cluster(a)
+            if not cluster.has_conflict:
+                continue
+            clusters.append(cluster)
+            others = [o for o in cluster.memory_ids if o not in seen]
+            if others:
+                seen.update(others)
+                sims = self.vectors(others) @ query_vector
+                extra += zip(others, sims.tolist(), strict=True)
+        extra.sort(key=lambda t: -t[1])
+        return extra, clusters
+
     def aspect_members(self, aspect: str) -> list[str]:
         """Ids of the memories of one aspect, in insertion order."""
         return [i for i in self._by_aspect.get(aspect, []) if i in self._mem]
@@ -170,9 +212,21 @@ class ConflictGraph:
         return self.add_many([memory], vectors=None if vector is None else vector[None, :])[0]
 
     def add_many(
-        self, memories: Sequence[Memory], *, vectors: Vector | None = None
+        self,
+        memories: Sequence[Memory],
+        *,
+        vectors: Vector | None = None,
+        extractions: Sequence[Extraction] | None = None,
     ) -> list[WriteResult]:
-        """Add memories in order (values embedded in one batch)."""
+        """Add memories in order (values embedded in one batch).
+
+        ``vectors`` and ``extractions`` may carry what another graph already computed for the
+        same memories (one per memory, in order), so nothing is embedded or parsed twice.
+        """
+        if extractions is not None and len(extractions) != len(memories):
+            raise ValueError(
+                f"extractions has {len(extractions)} items for {len(memories)} memories"
+            )
         for m in memories:
             if m.user_id != self.user_id:
                 raise ValueError(
@@ -181,7 +235,11 @@ class ConflictGraph:
             if m.id in self._mem:
                 raise ValueError(f"memory id {m.id!r} is already in the graph")
         self._count_names(m.text for m in memories)
-        extractions = [self.extractor.extract(m.text, subject=self._subject) for m in memories]
+        if extractions is None:
+            with phase("extract"):
+                extractions = [
+                    self.extractor.extract(m.text, subject=self._subject) for m in memories
+                ]
         if vectors is None:
             vectors = self.embedder.encode([e.value for e in extractions])
         return [
@@ -194,11 +252,17 @@ class ConflictGraph:
         vector: Vector,
         edges: Iterable[ConflictEdge] = (),
         inferred: Sequence[str] = (),
+        extraction: Extraction | None = None,
     ) -> None:
-        """Put back a stored memory with its stored vector and edges (no re-typing)."""
+        """Put back a stored memory with its stored vector and edges (no re-typing).
+
+        ``extraction`` may give the facets already parsed from its text (else parsed here).
+        """
         self._inferred[memory.id] = tuple(inferred)
         self._count_names([memory.text])
-        self._ext[memory.id] = self.extractor.extract(memory.text, subject=self._subject)
+        self._ext[memory.id] = extraction or self.extractor.extract(
+            memory.text, subject=self._subject
+        )
         self._insert(memory, vector)
         for e in edges:
             self._put_edge(e)
@@ -216,8 +280,13 @@ class ConflictGraph:
         closed = self._close_edges(
             [e for e in self._edges.values() if e.active and memory_id in e.endpoints()]
         )
+        if aspect and "aspect" not in self._inferred.get(memory_id, ("aspect",)):
+            self._explicit[aspect] -= 1
+        if aspect:
+            self._touch(aspect)
         del self._mem[memory_id]
         self._alive[self._row[memory_id]] = False
+        self._index.remove(self._row[memory_id])
         self.g.remove_node(memory_id)
         if aspect:
             closed += self._retime(aspect)[1]
@@ -229,8 +298,14 @@ class ConflictGraph:
         return [a for a, ids in self._by_aspect.items() if any(i in self._mem for i in ids)]
 
     def cluster(self, aspect: str) -> ConflictCluster:
-        """The cluster of one aspect with its features."""
-        return self.cluster_over(self.aspect_members(aspect), aspect)
+        """The cluster of one aspect with its features (cached until the aspect changes)."""
+        gen = self._generation.get(aspect, 0)
+        cached = self._clusters.get(aspect)
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        cluster = self.cluster_over(self.aspect_members(aspect), aspect)
+        self._clusters[aspect] = (gen, cluster)
+        return cluster
 
     def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
@@ -316,6 +391,9 @@ class ConflictGraph:
         self._ids.append(memory.id)
         if memory.aspect:
             self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
+            if "aspect" not in self._inferred.get(memory.id, ("aspect",)):
+                self._explicit[memory.aspect] += 1
+            self._touch(memory.aspect)
         row = self._n_rows
         if row == len(self._vecs):
             # Grow by doubling: appending row by row would copy the matrix on every write.
@@ -327,10 +405,16 @@ class ConflictGraph:
             self._alive = alive
         self._vecs[row] = vector
         self._alive[row] = True
+        self._index.add(row, vector)
         self._n_rows = row + 1
         self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
         self.g.add_node(memory.id)
+
+    def _touch(self, aspect: str | None) -> None:
+        """Mark an aspect changed: its cached cluster is stale."""
+        if aspect:
+            self._generation[aspect] = self._generation.get(aspect, 0) + 1
 
     def _prototype_of(self, vector: Vector) -> str | None:
         sims = self._protos @ vector
@@ -339,15 +423,8 @@ class ConflictGraph:
 
     def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest live memories: one matrix-vector product and a partial sort."""
-        n = self._n_rows
-        if n == 0:
-            return []
-        sims = self._vecs[:n] @ vector
-        sims[~self._alive[:n]] = -np.inf
-        k = min(k, n)
-        top = np.argpartition(-sims, k - 1)[:k]
-        top = top[np.argsort(-sims[top])]
-        return [(self._ids[j], float(sims[j])) for j in top if np.isfinite(sims[j])]
+        rows, sims = self._index.search(vector, k)
+        return [(self._ids[r], s) for r, s in zip(rows, sims, strict=True)]
 
     def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
         cfg = self.config
@@ -436,11 +513,7 @@ class ConflictGraph:
         return joinable
 
     def _explicit_aspects(self) -> set[str]:
-        return {
-            m.aspect
-            for i, m in self._mem.items()
-            if m.aspect and "aspect" not in self._inferred.get(i, ("aspect",))
-        }
+        return {a for a, n in self._explicit.items() if n > 0}
 
     def _relabel(self, old: str, new: str) -> list[Memory]:
         out = []
@@ -448,6 +521,8 @@ class ConflictGraph:
             m = self._mem[i].model_copy(update={"aspect": new})
             self._mem[i] = m
             out.append(m)
+        self._touch(old)
+        self._touch(new)
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -463,9 +538,9 @@ class ConflictGraph:
         counts = Counter(words)
         picked = [w for w, _ in counts.most_common()][:2] or ["misc"]
         base = re.sub(r"[^a-z0-9_]+", "_", "_".join(picked)).strip("_") or "misc"
-        taken = set(self.aspects())
+        # Every label ever used stays taken (an emptied aspect's label is not reused).
         label, n = base, 2
-        while label in taken:
+        while label in self._by_aspect:
             label, n = f"{base}_{n}", n + 1
         return label
 
@@ -512,8 +587,15 @@ class ConflictGraph:
         if e.user_id != self.user_id:
             raise ValueError(f"edge {e.id!r} belongs to another user")
         self._edges[e.id] = e
+        self._touch_endpoints(e)
         if e.active and e.source_id in self._mem and e.target_id in self._mem:
             self.g.add_edge(e.source_id, e.target_id, key=e.id, kind=e.kind.value)
+
+    def _touch_endpoints(self, e: ConflictEdge) -> None:
+        for end in (e.source_id, e.target_id):
+            m = self._mem.get(end)
+            if m is not None:
+                self._touch(m.aspect)
 
     def _close_edges(self, edges: Iterable[ConflictEdge]) -> list[ConflictEdge]:
         now = utcnow()
@@ -523,6 +605,7 @@ class ConflictGraph:
                 continue
             ce = e.model_copy(update={"expired_at": now})
             self._edges[e.id] = ce
+            self._touch_endpoints(ce)
             if self.g.has_edge(e.source_id, e.target_id, key=e.id):
                 self.g.remove_edge(e.source_id, e.target_id, key=e.id)
             closed.append(ce)
@@ -554,11 +637,13 @@ class ConflictGraph:
         ids = self.aspect_members(aspect)
         reading = self._timeline(ids)
         idset = set(ids)
-        current = {
-            (e.kind, e.source_id, e.target_id): e
-            for e in self._edges.values()
-            if e.active and e.kind in _TEMPORAL and e.endpoints() <= idset
-        }
+        # Active edges live in the networkx adjacency: walk the aspect's nodes, not every
+        # edge of the user (that would make each write linear in the whole memory).
+        current = {}
+        for a, b, key in self.g.edges(ids, keys=True):
+            e = self._edges[key]
+            if e.active and e.kind in _TEMPORAL and a in idset and b in idset:
+                current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [
