@@ -16,6 +16,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.rules import GraphConfig
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
 from caap.models import Action, ConflictType, Decision, Memory, Response, RiskTier
@@ -113,10 +114,18 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        extractions: Mapping[str, Extraction] | None = None,
     ) -> Analysis:
-        """Build the evidence view the decision is made from (``vectors``: value embeddings
-        already computed by a graph, so they are not computed again)."""
-        return analyze(memories, query, self.embedder, config=self.config, vectors=vectors)
+        """Build the evidence view the decision is made from (``vectors`` and ``extractions``:
+        value embeddings and parsed facets a graph already computed, not computed again)."""
+        return analyze(
+            memories,
+            query,
+            self.embedder,
+            config=self.config,
+            vectors=vectors,
+            extractions=extractions,
+        )
 
     def decide(
         self, memories: Sequence[Memory], query: str, *, analysis: Analysis | None = None
@@ -193,8 +202,9 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        extractions: Mapping[str, Extraction] | None = None,
     ) -> Response:
         """``decide`` then ``realize`` over one shared analysis."""
-        a = self.analyze(memories, query, vectors=vectors)
+        a = self.analyze(memories, query, vectors=vectors, extractions=extractions)
         decision = self.decide(memories, query, analysis=a)
         return self.realize(memories, query, decision, analysis=a)
