@@ -2,7 +2,8 @@
 
 Layout of a data directory::
 
-    PATH/graph.sqlite   memories, facets, value vectors, conflict edges (source of truth)
+    PATH/graph.sqlite   memories, facets, value vectors, conflict edges, confirmed source
+                        outcomes (source of truth)
     PATH/vectors/       the builtin backend's chromadb store (a search index)
 """
 
@@ -14,6 +15,8 @@ from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
 from caap._timing import phase
 from caap.adapters.base import MemoryBackend, SearchHit
@@ -21,20 +24,28 @@ from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.store import GraphStore, StoredMemory
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
     ConflictCluster,
+    ConflictType,
     Decision,
     Memory,
     Recall,
     Response,
+    new_id,
     utcnow,
 )
 
 __all__ = ["Agent"]
+
+#: Reading which source an answer confirms: the closest side must be at least this similar to
+#: the answer, and this much closer than the next side.
+_CONFIRM_MIN_SIMILARITY = 0.5
+_CONFIRM_MARGIN = 0.1
 
 
 def _as_datetime(value: object, field: str) -> datetime | None:
@@ -76,6 +87,11 @@ class Agent:
         backend_options: Keyword arguments for a backend given by name.
         llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
+        reliability_threshold: Posterior margin a source's claim needs, by the user's
+            confirmed track record, before a low-stakes source conflict is committed on.
+        reliability_recalibrate_after: Once a user has this many confirmed source outcomes,
+            their threshold is recalibrated (F0.5) on how the model predicted each outcome
+            before learning it; ``None`` keeps ``reliability_threshold``.
     """
 
     def __init__(
@@ -89,6 +105,8 @@ class Agent:
         config: GraphConfig | None = None,
         backend_options: Mapping[str, Any] | None = None,
         llm: str | Any | None = None,
+        reliability_threshold: float = 0.5,
+        reliability_recalibrate_after: int | None = 20,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -114,6 +132,18 @@ class Agent:
         self._lock = threading.RLock()
         self._llm = llm
         self._policy: Any = None
+        if not 0 <= reliability_threshold <= 1:
+            raise ValueError(
+                f"reliability_threshold must be in [0, 1], got {reliability_threshold!r}"
+            )
+        self.reliability_threshold = float(reliability_threshold)
+        if reliability_recalibrate_after is not None and reliability_recalibrate_after < 1:
+            raise ValueError(
+                "reliability_recalibrate_after must be a positive int or None, got "
+                f"{reliability_recalibrate_after!r}"
+            )
+        self.reliability_recalibrate_after = reliability_recalibrate_after
+        self._reliability: dict[str, ReliabilityModel] = {}
 
     @property
     def policy(self) -> Any:
@@ -257,9 +287,14 @@ class Agent:
             ids = [m.id for m in recall.memories if m.id in graph]
             vectors = {i: graph.vector(i) for i in ids}
             parsed = {i: graph.extraction(i) for i in ids}
+            reliability = self._reliability_model(user_id)
         with phase("policy"):
             return self.policy.respond(  # type: ignore[no-any-return]
-                recall.memories, query, vectors=vectors, extractions=parsed
+                recall.memories,
+                query,
+                vectors=vectors,
+                extractions=parsed,
+                reliability=reliability,
             )
 
     def resolve(
@@ -270,16 +305,26 @@ class Agent:
         *,
         source: str = "the user",
         observed_at: datetime | date | str | None = None,
+        confirms: str | None = None,
     ) -> Memory:
         """Record the answer to a clarification or verification as a new memory.
 
         The memory carries its ``source``, joins the aspect of the evidence the decision
         cited, and is marked as settling that cluster, so the next :meth:`respond` about it can
         commit. Nothing earlier is overwritten.
+
+        When the decision was about sources that disagree, the answer is also a labelled
+        outcome: each source whose claim matches the confirmed one was right, the others
+        wrong, and the user's source reliability is updated (and stored). ``confirms`` names
+        the side (a source label of the decision's evidence) whose claim the user confirmed;
+        without it the side is read off the answer when one side's memories are clearly the
+        closest to it in meaning, and no outcome is recorded when none is.
         """
         decision = settled.decision if isinstance(settled, Response) else settled
         if not isinstance(decision, Decision):
             raise TypeError("settled must be a Response or a Decision")
+        if not isinstance(answer, str) or not answer.strip():
+            raise ValueError("answer must be a non-empty string")
         user_id = self._check_user(user_id)
         with self._lock:
             graph = self._graph(user_id)
@@ -289,17 +334,34 @@ class Agent:
                 for i in ids
                 if i in graph
             ]
-        if not aspects:
-            raise ValueError("the decision cites no memory of this user; nothing to resolve")
-        aspect = max(set(aspects), key=lambda a: (aspects.count(a), a or ""))
-        return self.remember(
-            answer,
-            user_id,
-            source=source,
-            aspect=aspect,
-            observed_at=observed_at or utcnow(),
-            metadata={RESOLVES_KEY: aspect or "", "unresolved": decision.unresolved or ""},
-        )
+            if not aspects:
+                raise ValueError("the decision cites no memory of this user; nothing to resolve")
+            aspect = max(set(aspects), key=lambda a: (aspects.count(a), a or ""))
+            outcome = self._outcome(graph, decision, answer, aspect or "", confirms)
+            metadata: dict[str, Any] = {
+                RESOLVES_KEY: aspect or "",
+                "unresolved": decision.unresolved or "",
+            }
+            if outcome is not None:
+                metadata[OUTCOME_KEY] = outcome
+            memory = self.remember(
+                answer,
+                user_id,
+                source=source,
+                aspect=aspect,
+                observed_at=observed_at or utcnow(),
+                metadata=metadata,
+            )
+            if outcome is not None:
+                self._record_outcome(user_id, memory.id, outcome)
+        return memory
+
+    def reliability(self, user_id: str) -> ReliabilityModel:
+        """The user's source-reliability model, learned from the outcomes they confirmed
+        (read it; it is updated through :meth:`resolve`)."""
+        user_id = self._check_user(user_id)
+        with self._lock:
+            return self._reliability_model(user_id)
 
     def conflicts(self, user_id: str) -> list[ConflictCluster]:
         """Every cluster of the user's memories that carries a conflict."""
@@ -395,6 +457,102 @@ class Agent:
             graph.vector(m.id) if graph.extraction(m.id).value == m.text else None for m in memories
         ]
         backend.add_many(memories, embeddings=known)
+
+    def _outcome(
+        self,
+        graph: ConflictGraph,
+        decision: Decision,
+        answer: str,
+        aspect: str,
+        confirms: str | None,
+    ) -> dict[str, Any] | None:
+        """The labelled source outcome an answer gives, or ``None``."""
+        sides = {
+            label: [graph.memory(i) for i in ids if i in graph]
+            for label, ids in decision.evidence.items()
+            if label != "resolution"
+        }
+        sides = {label: ms for label, ms in sides.items() if ms}
+        claims = {
+            label: claim_of(max(ms, key=lambda m: m.created_at)) for label, ms in sides.items()
+        }
+        if decision.conflict_type is not ConflictType.SCC or len(set(claims.values())) < 2:
+            if confirms is not None:
+                raise ValueError(
+                    "confirms is only meaningful for a decision about sources that disagree"
+                )
+            return None
+        if confirms is not None:
+            wanted = source_key(confirms)
+            match = [label for label in sides if source_key(label) == wanted]
+            if not match:
+                raise ValueError(
+                    f"confirms {confirms!r} is none of the decision's sources: "
+                    + ", ".join(repr(s) for s in sides)
+                )
+            confirmed: str | None = match[0]
+        else:
+            confirmed = self._closest_side(answer, sides)
+        if confirmed is None:
+            return None
+        return {
+            "id": new_id(),
+            "question": aspect or "unknown",
+            "claims": {source_key(label): claim for label, claim in claims.items()},
+            "truth": claims[confirmed],
+            "confirmed_source": source_key(confirmed),
+            "created_at": utcnow().isoformat(),
+        }
+
+    def _closest_side(self, answer: str, sides: Mapping[str, list[Memory]]) -> str | None:
+        # Conservative: one side must be close to the answer and clearly closer than the rest.
+        labels = list(sides)
+        texts = [m.text for label in labels for m in sides[label]]
+        vecs = self.embedder.encode([answer, *texts])
+        sims = vecs[1:] @ vecs[0]
+        best: dict[str, float] = {}
+        n = 0
+        for label in labels:
+            k = len(sides[label])
+            best[label] = float(np.max(sims[n : n + k]))
+            n += k
+        ranked = sorted(labels, key=lambda s: -best[s])
+        top, second = best[ranked[0]], best[ranked[1]]
+        if top >= _CONFIRM_MIN_SIMILARITY and top - second >= _CONFIRM_MARGIN:
+            return ranked[0]
+        return None
+
+    def _record_outcome(self, user_id: str, memory_id: str, outcome: Mapping[str, Any]) -> None:
+        payload = {**outcome, "memory_id": memory_id}
+        if self.store.add_outcome(user_id, str(outcome["id"]), payload):
+            model = self._reliability.get(user_id)
+            if model is not None:
+                model.observe(str(outcome["question"]), outcome["claims"], str(outcome["truth"]))
+
+    def _reliability_model(self, user_id: str) -> ReliabilityModel:
+        model = self._reliability.get(user_id)
+        if model is not None:
+            return model
+        graph = self._graph(user_id)
+        stored = self.store.outcomes(user_id)
+        known = {str(o.get("id")) for o in stored}
+        # The resolution memory commits before its outcome row: a crash in between leaves the
+        # row missing, and the memory's metadata still holds it.
+        for m in graph.memories():
+            o = m.metadata.get(OUTCOME_KEY)
+            if isinstance(o, dict) and str(o.get("id")) not in known:
+                payload = {**o, "memory_id": m.id}
+                self.store.add_outcome(user_id, str(o["id"]), payload)
+                stored.append(payload)
+        model = ReliabilityModel(
+            source_prior=(2.0, 2.0),
+            threshold=self.reliability_threshold,
+            recalibrate_after=self.reliability_recalibrate_after,
+        )
+        for o in stored:
+            model.observe(str(o["question"]), o["claims"], str(o["truth"]))
+        self._reliability[user_id] = model
+        return model
 
     def _repair_index(self, user_id: str, stored: list[Memory]) -> None:
         # The store commits before the index; a crash in between leaves the index short.

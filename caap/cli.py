@@ -1,4 +1,5 @@
-"""The ``caap`` command line: ``demo``, ``ask``, ``remember``, ``conflicts``, ``tangle ...``."""
+"""The ``caap`` command line: ``demo``, ``ask``, ``remember``, ``conflicts``, ``tangle ...``,
+``reliability eval``."""
 
 from __future__ import annotations
 
@@ -206,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_tangle_parser(sub)
+
+    from caap.conflict_graph._reliability_eval import add_reliability_parser
+
+    add_reliability_parser(sub)
     return parser
 
 

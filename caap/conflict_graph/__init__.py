@@ -1,17 +1,28 @@
-"""Typed conflict graph: facets, typed bi-temporal edges, detection, clusters, persistence."""
+"""Typed conflict graph: facets, typed bi-temporal edges, detection, clusters, persistence,
+source reliability."""
 
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.graph import ConflictGraph, WriteResult
+from caap.conflict_graph.reliability import (
+    AnswerSpace,
+    LabelledCase,
+    Posterior,
+    ReliabilityModel,
+)
 from caap.conflict_graph.rules import GraphConfig, dominant_type, read_timeline, risk_tier
 from caap.conflict_graph.store import GraphStore, StoredMemory
 
 __all__ = [
+    "AnswerSpace",
     "ConflictGraph",
     "Extraction",
     "Extractor",
     "GraphConfig",
     "GraphStore",
+    "LabelledCase",
     "OfflineExtractor",
+    "Posterior",
+    "ReliabilityModel",
     "StoredMemory",
     "WriteResult",
     "dominant_type",

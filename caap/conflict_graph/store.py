@@ -1,7 +1,8 @@
 """Persistence of the conflict graph in one SQLite file (WAL, one transaction per write).
 
-The store is the source of truth for memories and edges; the vector backend is an index that
-can be rebuilt from it. Edges are closed (``expired_at``), never deleted.
+The store is the source of truth for memories, edges and labelled source outcomes (what a
+user confirmed about which source was right); the vector backend is an index that can be
+rebuilt from it. Edges are closed (``expired_at``), never deleted.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,8 +47,17 @@ CREATE TABLE IF NOT EXISTS edges (
     expired_at TEXT
 );
 CREATE INDEX IF NOT EXISTS edges_user ON edges (user_id, expired_at);
+CREATE TABLE IF NOT EXISTS reliability_outcomes (
+    user_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (user_id, id)
+);
 """
-SCHEMA_VERSION = "1"
+#: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
+#: empty table on open and stays readable by everything that read it before.
+SCHEMA_VERSION = "2"
 
 
 class StoredMemory:
@@ -86,6 +97,24 @@ class GraphStore:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
             )
+            found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+            if int(found) > int(SCHEMA_VERSION):
+                raise ValueError(
+                    f"{str(self.path)!r} has schema version {found}, newer than this caap "
+                    f"reads ({SCHEMA_VERSION}); upgrade caap"
+                )
+            if found != SCHEMA_VERSION:
+                # Older file: the CREATE ... IF NOT EXISTS above added what it lacked.
+                db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
+                )
+
+    @property
+    def schema_version(self) -> str:
+        """The schema version of the open file."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return str(row[0])
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -202,6 +231,39 @@ class GraphStore:
         with self._lock:
             rows = self._db.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]
+
+    def add_outcome(
+        self,
+        user_id: str,
+        outcome_id: str,
+        payload: Mapping[str, Any],
+        *,
+        db: sqlite3.Connection | None = None,
+    ) -> bool:
+        """Store one labelled source outcome (idempotent by id); ``False`` if already there."""
+        if db is None:
+            with self.transaction() as tx:
+                return self.add_outcome(user_id, outcome_id, payload, db=tx)
+        seq = db.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM reliability_outcomes WHERE user_id = ?",
+            (user_id,),
+        ).fetchone()[0]
+        # Key order is kept: replaying outcomes in their recorded order rebuilds the same model.
+        cur = db.execute(
+            "INSERT OR IGNORE INTO reliability_outcomes (user_id, id, seq, payload) "
+            "VALUES (?, ?, ?, ?)",
+            (user_id, outcome_id, seq, json.dumps(dict(payload))),
+        )
+        return cur.rowcount > 0
+
+    def outcomes(self, user_id: str) -> list[dict[str, Any]]:
+        """Every labelled source outcome of one user, in the order they were recorded."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT payload FROM reliability_outcomes WHERE user_id = ? ORDER BY seq",
+                (user_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def users(self) -> list[str]:
         """Every user id with at least one memory."""

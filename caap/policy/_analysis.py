@@ -17,8 +17,10 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
 from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, Memory, RiskTier
+from caap.policy._reliability import SourceView, source_view
 
 __all__ = ["Analysis", "analyze"]
 
@@ -46,6 +48,8 @@ class Analysis:
     resolution: Memory | None = None
     """A later confirmation from the user or a verified source that settles the cluster."""
     subject: set[str] = field(default_factory=set)
+    source_view: SourceView | None = None
+    """For a source contradiction: which source the user's confirmed outcomes favour."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -110,12 +114,14 @@ def analyze(
     max_memories: int = 48,
     vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
     extractions: Mapping[str, Extraction] | None = None,
+    reliability: ReliabilityModel | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
     ``vectors`` may hold value embeddings a graph already computed (memory id -> vector);
     when it covers every memory nothing is re-embedded but the query. ``extractions`` likewise
-    may hold the facets a graph already parsed from each memory's text.
+    may hold the facets a graph already parsed from each memory's text. ``reliability`` is the
+    user's source-reliability model, read for a source contradiction.
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -221,6 +227,7 @@ def analyze(
         settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
         resolution=resolution,
         subject=set(graph.subject),
+        source_view=source_view(cluster, filled, reliability),
     )
 
 

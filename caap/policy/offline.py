@@ -9,6 +9,7 @@ It states no user fact that is not in a memory.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from caap.conflict_graph import _text
@@ -40,6 +41,33 @@ def _sides(a: Analysis) -> dict[str, list[str]]:
 
 def _is_record(source: str) -> bool:
     return _text.is_record_source(source)
+
+
+def _by_track_record(a: Analysis, make: Callable[..., Decision], missing: str) -> Decision | None:
+    """Below high stakes, once the user has confirmed outcomes for these sources: commit on
+    the favoured claim when the posterior margin clears the threshold and the stakes are low,
+    else verify. ``None`` (the other rules apply) when no source here has a track record."""
+    v = a.source_view
+    if v is None or not v.informed:
+        return None
+    p = v.posterior
+    if not p.abstain and a.risk is RiskTier.LOW and v.favoured is not None:
+        return make(
+            Action.COMMIT,
+            f"low stakes, and the sources' confirmed track record ({v.describe()}) favours "
+            f"{v.favoured} (posterior margin {p.margin:.2f} >= {p.threshold:.2f})",
+        )
+    why = (
+        f"margin {p.margin:.2f} < {p.threshold:.2f}"
+        if p.abstain
+        else "the stakes are not low enough to act on a track record alone"
+    )
+    return make(
+        Action.VERIFY,
+        f"sources disagree and their confirmed track record ({v.describe()}) does not settle "
+        f"it ({why}); check before relying on either",
+        missing,
+    )
 
 
 def decide_offline(a: Analysis) -> Decision:
@@ -151,6 +179,9 @@ def decide_offline(a: Analysis) -> Decision:
             "governing source is verified",
             missing,
         )
+    by_track_record = _by_track_record(a, make, missing)
+    if by_track_record is not None:
+        return by_track_record
     records = [s for s in sources if _is_record(s)]
     if risk is RiskTier.LOW and len(records) == 1 and len(sides) == 2:
         return make(
@@ -359,6 +390,16 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         + "."
     )
     names = list(sides)
+    view = a.source_view
+    if view is not None and view.informed:
+        r.say(f"When you confirmed before, {view.describe()}.")
+        if d.action is Action.COMMIT and view.favoured in sides:
+            r.say(
+                f"Going by that record, I'd go with {view.favoured} for now "
+                f"({_side_claim(a, sides[view.favoured])}), and revisit if it turns out wrong."
+            )
+            r.ask(f"Is that still right, or has {view.favoured} been wrong here too?")
+            return
     if d.action is Action.COMMIT:
         rec = next((s for s in names if _is_record(s)), names[0])
         r.say(

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph.extractor import Extraction
+from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
 from caap.models import Action, ConflictType, Decision, Memory, Response, RiskTier
@@ -115,9 +116,11 @@ class CaapPolicy:
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         extractions: Mapping[str, Extraction] | None = None,
+        reliability: ReliabilityModel | None = None,
     ) -> Analysis:
         """Build the evidence view the decision is made from (``vectors`` and ``extractions``:
-        value embeddings and parsed facets a graph already computed, not computed again)."""
+        value embeddings and parsed facets a graph already computed, not computed again;
+        ``reliability``: the user's source-reliability model)."""
         return analyze(
             memories,
             query,
@@ -125,6 +128,7 @@ class CaapPolicy:
             config=self.config,
             vectors=vectors,
             extractions=extractions,
+            reliability=reliability,
         )
 
     def decide(
@@ -203,8 +207,11 @@ class CaapPolicy:
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         extractions: Mapping[str, Extraction] | None = None,
+        reliability: ReliabilityModel | None = None,
     ) -> Response:
         """``decide`` then ``realize`` over one shared analysis."""
-        a = self.analyze(memories, query, vectors=vectors, extractions=extractions)
+        a = self.analyze(
+            memories, query, vectors=vectors, extractions=extractions, reliability=reliability
+        )
         decision = self.decide(memories, query, analysis=a)
         return self.realize(memories, query, decision, analysis=a)
