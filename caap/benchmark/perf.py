@@ -284,24 +284,40 @@ def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> No
     from caap.models import Memory
     from caap.policy import CaapPolicy
 
-    texts, vecs, exts, aspects, embedder = pool
+    mems, vecs, exts, edges, embedder = pool
     rng = np.random.default_rng(cfg.seed)
     graph = ConflictGraph("u", embedder)
-    p = len(texts)
+    p = len(mems)
     start = time.perf_counter()
     for i in tqdm(range(n), desc=f"graph load {n}", disable=not cfg.progress, leave=False):
         j, copy = i % p, i // p
         # Copies beyond the pool are new topics near the originals, not bigger old topics.
-        v = vecs[j] + 0.05 * rng.standard_normal(vecs.shape[1]).astype(np.float32)
-        v /= np.linalg.norm(v)
-        m = Memory(user_id="u", text=texts[j], aspect=f"{aspects[j]}#{copy}")
+        v = vecs[j]
+        if copy:
+            v = v + 0.05 * rng.standard_normal(vecs.shape[1]).astype(np.float32)
+            v /= np.linalg.norm(v)
+        m = mems[j].model_copy(update={"id": f"m{i}", "aspect": f"{mems[j].aspect}#{copy}"})
         graph.load(m, v.astype(np.float32), inferred=["aspect"], extraction=exts[j])
+        if j == p - 1 or i == n - 1:
+            # The pool's conflict edges, copied onto this copy's memories.
+            base = copy * p
+            graph.load_edges(
+                e.model_copy(
+                    update={
+                        "id": f"e{copy}-{k}",
+                        "source_id": f"m{base + a}",
+                        "target_id": f"m{base + b}",
+                    }
+                )
+                for k, (a, b, e) in enumerate(edges)
+                if base + max(a, b) <= i
+            )
     load_s = time.perf_counter() - start
     writes = _Series()
     idx = rng.choice(p, size=cfg.graph_writes, replace=True)
     for w in tqdm(idx, desc=f"graph writes {n}", disable=not cfg.progress, leave=False):
         j = int(w)
-        m = Memory(user_id="u", text=texts[j])
+        m = Memory(user_id="u", text=mems[j].text, observed_at=mems[j].observed_at)
         v = vecs[j][None, :]
         writes.add(*_timed(partial(graph.add_many, [m], vectors=v, extractions=[exts[j]])))
     policy = CaapPolicy(embedder=embedder)
@@ -352,8 +368,9 @@ def _pool(cfg: BenchConfig, size: int = 4000) -> Any:
     mems = graph.memories()
     vecs = np.stack([graph.vector(m.id) for m in mems])
     exts = [graph.extraction(m.id) for m in mems]
-    aspects = [m.aspect or "misc" for m in mems]
-    return [m.text for m in mems], vecs, exts, aspects, embedder
+    pos = {m.id: n for n, m in enumerate(mems)}
+    edges = [(pos[e.source_id], pos[e.target_id], e) for e in graph.edges()]
+    return mems, vecs, exts, edges, embedder
 
 
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:

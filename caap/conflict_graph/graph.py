@@ -122,6 +122,8 @@ class ConflictGraph:
         self._protos = prototype_matrix(embedder)
         self._subject: set[str] = set()
         self._explicit: Counter[str] = Counter()
+        # Per aspect, the memories that can be timeline phases (a small part of a big topic).
+        self._phases: dict[str, list[str]] = {}
         # Clusters are cached per aspect and recomputed only after the aspect changed.
         self._generation: dict[str, int] = {}
         self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
@@ -164,10 +166,14 @@ class ConflictGraph:
         return self._neighbours(vector, k)
 
     def expand(
-        self, hit_ids: Sequence[str], query_vector: Vector
+        self, hit_ids: Sequence[str], query_vector: Vector, *, limit: int | None = None
     ) -> tuple[list[tuple[str, float]], list[ConflictCluster]]:
         """The other members of every conflict cluster the hits belong to, nearest the query
-        first, with their similarity to it; and those clusters. Unknown ids are ignored."""
+        first, with their similarity to it; and those clusters. Unknown ids are ignored.
+
+        At most ``limit`` members are added (default ``config.max_expand``), the nearest.
+        """
+        limit = self.config.max_expand if limit is None else limit
         seen = {i for i in hit_ids if i in self._mem}
         aspects: list[str] = []
         for i in hit_ids:
@@ -183,11 +189,14 @@ class ConflictGraph:
             clusters.append(cluster)
             others = [o for o in cluster.memory_ids if o not in seen]
             if others:
-                seen.update(others)
                 sims = self.vectors(others) @ query_vector
+                if len(others) > limit:
+                    top = np.argpartition(-sims, limit - 1)[:limit]
+                    others, sims = [others[int(t)] for t in top], sims[top]
+                seen.update(others)
                 extra += zip(others, sims.tolist(), strict=True)
         extra.sort(key=lambda t: -t[1])
-        return extra, clusters
+        return extra[:limit], clusters
 
     def aspect_members(self, aspect: str) -> list[str]:
         """Ids of the memories of one aspect, in insertion order."""
@@ -393,6 +402,8 @@ class ConflictGraph:
             self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
             if "aspect" not in self._inferred.get(memory.id, ("aspect",)):
                 self._explicit[memory.aspect] += 1
+            if self._is_phase(memory.id):
+                self._phases.setdefault(memory.aspect, []).append(memory.id)
             self._touch(memory.aspect)
         row = self._n_rows
         if row == len(self._vecs):
@@ -523,6 +534,9 @@ class ConflictGraph:
             out.append(m)
         self._touch(old)
         self._touch(new)
+        self._phases[new] = sorted(
+            self._phases.get(new, []) + self._phases.pop(old, []), key=lambda i: self._row[i]
+        )
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -617,24 +631,31 @@ class ConflictGraph:
         Memories attributed to a named source stay out: a dated record and a later report from
         someone else disagree about the world, they are not one behaviour changing.
         """
-        ids = [
-            i
-            for i in ids
-            if self._mem[i].observed_at is not None
-            and _self_source(self._mem[i].source)
+        nodes = [self._node(i) for i in ids if self._is_phase(i)]
+        if len(nodes) < 2:
+            return TemporalReading()
+        # read_timeline reads only the latest window; cut to it before the pairwise matrix.
+        nodes.sort(key=lambda n: (n.order, n.id))
+        nodes = nodes[-self.config.timeline_window :]
+        return read_timeline(nodes, _PairSims(self, [n.id for n in nodes]), self.config)
+
+    def _is_phase(self, memory_id: str) -> bool:
+        m = self._mem[memory_id]
+        return (
+            m.observed_at is not None
+            and _self_source(m.source)
             # Only statements that place themselves in time ("in March", "this month",
             # "again", "stopped") are phases; a dated conversation turn stating a standing
             # preference ("if I have an early shift I don't drink") is not.
-            and {"time", "return", "change"} & set(self._ext[i].cues)
-        ]
-        if len(ids) < 2:
-            return TemporalReading()
-        nodes = [self._node(i) for i in ids]
-        return read_timeline(nodes, _PairSims(self, ids), self.config)
+            and bool({"time", "return", "change"} & set(self._ext[memory_id].cues))
+        )
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
-        ids = self.aspect_members(aspect)
+        # Temporal edges join phase memories only: the aspect's phase list bounds this work,
+        # not the size of the whole topic.
+        ids = [i for i in self._phases.get(aspect, []) if i in self._mem]
+        self._phases[aspect] = ids
         reading = self._timeline(ids)
         idset = set(ids)
         # Active edges live in the networkx adjacency: walk the aspect's nodes, not every
