@@ -5,6 +5,9 @@ Layout of a data directory::
     PATH/graph.sqlite   memories, facets, value vectors, conflict edges, confirmed source
                         outcomes (source of truth)
     PATH/vectors/       the builtin backend's chromadb store (a search index)
+
+``store=`` moves the source of truth elsewhere: another SQLite file, or a PostgreSQL database
+given by a ``postgresql://`` DSN (see ``docs/deployment.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
-from caap.conflict_graph.store import GraphStore, StoredMemory
+from caap.conflict_graph.store import ConflictGraphStore, StoredMemory, open_store
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
@@ -84,9 +87,14 @@ class Agent:
             packaged all-MiniLM-L6-v2).
         extractor: Facet extractor (default: offline cues).
         config: Conflict-graph thresholds.
-        backend_options: Keyword arguments for a backend given by name.
+        backend_options: Keyword arguments for a backend given by name (for ``"builtin"``:
+            ``chroma_url``, ``collection``).
         llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
+        store: Where memories, conflict edges and confirmed source outcomes persist:
+            ``None`` for ``PATH/graph.sqlite``, another SQLite path, a ``postgresql://`` DSN
+            (needs ``caap[postgres]``), or a :class:`~caap.conflict_graph.ConflictGraphStore`.
+            The agent closes it on :meth:`close`.
         reliability_threshold: Posterior margin a source's claim needs, by the user's
             confirmed track record, before a low-stakes source conflict is committed on.
         reliability_recalibrate_after: Once a user has this many confirmed source outcomes,
@@ -105,33 +113,13 @@ class Agent:
         config: GraphConfig | None = None,
         backend_options: Mapping[str, Any] | None = None,
         llm: str | Any | None = None,
+        store: str | Path | ConflictGraphStore[Any] | None = None,
         reliability_threshold: float = 0.5,
         reliability_recalibrate_after: int | None = 20,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder or get_embedder(model)
-        if isinstance(backend, MemoryBackend):
-            self.backend = backend
-        elif backend == "builtin":
-            self.backend = BuiltinBackend(self.path, embedder=self.embedder)
-        elif isinstance(backend, str):
-            self.backend = get_backend(backend, **dict(backend_options or {}))
-        else:
-            raise TypeError(
-                f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
-            )
-        self.store = GraphStore(self.path / "graph.sqlite")
-        self.extractor = extractor
-        self.config = config or GraphConfig()
-        self._graphs: dict[str, ConflictGraph] = {}
-        self._lock = threading.RLock()
-        self._llm = llm
-        self._policy: Any = None
+        # Arguments are checked before anything is opened, so a bad one leaks no connection.
         if not 0 <= reliability_threshold <= 1:
             raise ValueError(
                 f"reliability_threshold must be in [0, 1], got {reliability_threshold!r}"
@@ -143,6 +131,32 @@ class Agent:
                 f"{reliability_recalibrate_after!r}"
             )
         self.reliability_recalibrate_after = reliability_recalibrate_after
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder or get_embedder(model)
+        if isinstance(backend, MemoryBackend):
+            self.backend = backend
+        elif backend == "builtin":
+            self.backend = BuiltinBackend(
+                self.path, embedder=self.embedder, **dict(backend_options or {})
+            )
+        elif isinstance(backend, str):
+            self.backend = get_backend(backend, **dict(backend_options or {}))
+        else:
+            raise TypeError(
+                f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
+            )
+        self.store: ConflictGraphStore[Any] = open_store(
+            self.path / "graph.sqlite" if store is None else store
+        )
+        self.extractor = extractor
+        self.config = config or GraphConfig()
+        self._graphs: dict[str, ConflictGraph] = {}
+        self._lock = threading.RLock()
+        self._llm = llm
+        self._policy: Any = None
         self._reliability: dict[str, ReliabilityModel] = {}
 
     @property

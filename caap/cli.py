@@ -19,7 +19,8 @@ __all__ = ["build_parser", "main"]
 def _agent(data: str, llm: str | None = None) -> Any:
     from caap import Agent
 
-    return Agent(data, llm=llm)
+    # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see docs/deployment.md.
+    return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
 
 
 def _print_response(resp: Any, memories: dict[str, str], out: Any = None) -> None:
@@ -221,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, ConnectionError) as exc:
         print(f"caap: error: {exc}", file=sys.stderr)
         return 2
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def agent(tmp_path: Path, embedder: Any) -> Agent:
     return Agent(tmp_path / "data", embedder=embedder)
+
+
+@pytest.fixture
+def any_store_agent(tmp_path: Path, embedder: Any, store_target: str) -> Iterator[Agent]:
+    """An agent on each conflict-graph store in turn: SQLite, then PostgreSQL."""
+    with Agent(tmp_path / "data", embedder=embedder, store=store_target) as a:
+        yield a
 
 
 def _fill(agent: Agent, user: str = "ethan") -> None:
@@ -51,7 +59,8 @@ def test_recall_of_one_side_returns_the_other_sides(agent: Agent) -> None:
     assert not returned & set(UNRELATED)
 
 
-def test_users_are_a_hard_boundary(agent: Agent) -> None:
+def test_users_are_a_hard_boundary(any_store_agent: Agent) -> None:
+    agent = any_store_agent
     _fill(agent, "ethan")
     agent.remember_many(MEDICATION, "maya")
     r = agent.recall("ibuprofen clinic record", "ethan", k=8)
@@ -88,10 +97,12 @@ def test_bad_input_names_the_field_and_loses_nothing(
     assert [m.id for m in agent.memories("u")] == before
 
 
-def test_a_batch_with_one_bad_item_stores_nothing(agent: Agent) -> None:
+def test_a_batch_with_one_bad_item_stores_nothing(any_store_agent: Agent) -> None:
+    agent = any_store_agent
     with pytest.raises(ValueError, match="text"):
         agent.remember_many(["fine memory", ""], "u")
     assert agent.memories("u") == []
+    assert agent.store.memories("u") == []
 
 
 def test_path_that_is_a_file_is_rejected(tmp_path: Path, embedder: Any) -> None:
@@ -101,7 +112,8 @@ def test_path_that_is_a_file_is_rejected(tmp_path: Path, embedder: Any) -> None:
         Agent(f, embedder=embedder)
 
 
-def test_forget_deletes_text_and_closes_edges(agent: Agent) -> None:
+def test_forget_deletes_text_and_closes_edges(any_store_agent: Agent) -> None:
+    agent = any_store_agent
     mems = agent.remember_many(MEDICATION, "maya")
     assert agent.forget(mems[0].id, "maya") is True
     assert [m.id for m in agent.memories("maya")] == [mems[1].id]
@@ -111,25 +123,27 @@ def test_forget_deletes_text_and_closes_edges(agent: Agent) -> None:
     assert agent.forget(mems[0].id, "maya") is False
 
 
-def test_state_survives_restart(tmp_path: Path, embedder: Any) -> None:
-    with Agent(tmp_path / "d", embedder=embedder) as a:
+def test_state_survives_restart(tmp_path: Path, embedder: Any, store_target: str) -> None:
+    with Agent(tmp_path / "d", embedder=embedder, store=store_target) as a:
         _fill(a)
         before = {c.aspect: c.conflict_type for c in a.conflicts("ethan")}
-    with Agent(tmp_path / "d", embedder=embedder) as b:
+        ids = [m.id for m in a.memories("ethan")]
+    with Agent(tmp_path / "d", embedder=embedder, store=store_target) as b:
+        assert [m.id for m in b.memories("ethan")] == ids
         after = {c.aspect: c.conflict_type for c in b.conflicts("ethan")}
         assert after == before
         r = b.recall("weekend drinks", "ethan", k=1)
         assert set(DRINKING) <= {m.text for m in r.memories}
 
 
-def test_memory_and_edges_survive_sigkill(tmp_path: Path) -> None:
+def test_memory_and_edges_survive_sigkill(tmp_path: Path, store_target: str) -> None:
     data = tmp_path / "killed"
     script = textwrap.dedent(
         f"""
         import os, sys
         sys.path.insert(0, {str(ROOT)!r})
         from caap import Agent
-        a = Agent({str(data)!r})
+        a = Agent({str(data)!r}, store={store_target!r})
         a.remember({MEDICATION[0]!r}, "maya")
         m = a.remember({MEDICATION[1]!r}, "maya")
         print(m.id, flush=True)
@@ -149,13 +163,14 @@ def test_memory_and_edges_survive_sigkill(tmp_path: Path) -> None:
     assert acked, "child did not acknowledge the write"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    a = Agent(data)
+    a = Agent(data, store=store_target)
     ids = {m.id for m in a.memories("maya")}
     assert acked in ids and len(ids) == 2
     edges = [e for e in a.store.edges("maya") if acked in e.endpoints()]
     assert any(e.kind is EdgeKind.SOURCE_CONTRADICTION for e in edges)
     hits = a.backend.search("pediatrician approved ibuprofen", "maya", k=2)
     assert acked in {h.memory.id for h in hits}
+    a.close()
 
 
 def test_ingest_embeds_a_plain_memory_once(tmp_path: Path, embedder: Any) -> None:

@@ -1,9 +1,14 @@
 """Source reliability in the agent: confirmed outcomes update it online, it persists with the
-graph, and the policy stops committing on a source that keeps being wrong."""
+graph, and the policy stops committing on a source that keeps being wrong.
+
+The tests that go through the store (recording, replaying and repairing outcomes) run on each
+conflict-graph store in turn: SQLite, then PostgreSQL (skipped without
+``CAAP_TEST_POSTGRES_DSN``)."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +16,7 @@ import pytest
 
 from caap import Action, Agent, ConflictType, Memory
 from caap.conflict_graph import GraphStore, ReliabilityModel
+from caap.conflict_graph.postgres import MIGRATIONS
 from caap.conflict_graph.reliability import OUTCOME_KEY
 from caap.policy import CaapPolicy
 
@@ -34,8 +40,35 @@ TOPICS = [
 
 
 @pytest.fixture
-def agent(tmp_path: Path, embedder: Any) -> Agent:
-    return Agent(tmp_path / "data", embedder=embedder)
+def agent(tmp_path: Path, embedder: Any, store_target: str) -> Iterator[Agent]:
+    """An agent on each conflict-graph store in turn: SQLite, then PostgreSQL."""
+    with Agent(tmp_path / "data", embedder=embedder, store=store_target) as a:
+        yield a
+
+
+@pytest.fixture
+def local_agent(tmp_path: Path, embedder: Any) -> Iterator[Agent]:
+    """An agent on the default SQLite store, for checks that never reach the store."""
+    with Agent(tmp_path / "data", embedder=embedder) as a:
+        yield a
+
+
+def _is_postgres(store_target: str) -> bool:
+    return store_target.startswith(("postgresql://", "postgres://"))
+
+
+def _delete_outcome_rows(store_target: str) -> None:
+    # What a kill between the memory's commit and the outcome row's leaves behind.
+    if _is_postgres(store_target):
+        import psycopg
+
+        with psycopg.connect(store_target, autocommit=True) as conn:
+            conn.execute("DELETE FROM caap_reliability_outcomes")
+        return
+    db = sqlite3.connect(store_target)
+    db.execute("DELETE FROM reliability_outcomes")
+    db.commit()
+    db.close()
 
 
 def _topic(agent: Agent, n: int, user: str = "ethan") -> str:
@@ -79,19 +112,24 @@ def test_a_source_that_keeps_being_wrong_stops_being_committed_on(agent: Agent) 
     assert "I'd go with Ethan's climbing partner" in third.text
 
 
-def test_reliability_persists_across_reopen(tmp_path: Path, embedder: Any) -> None:
+def test_reliability_persists_across_reopen(
+    tmp_path: Path, embedder: Any, store_target: str
+) -> None:
     path = tmp_path / "data"
-    with Agent(path, embedder=embedder) as a:
+    with Agent(path, embedder=embedder, store=store_target) as a:
         for n in range(2):
             r = a.respond(_topic(a, n), "ethan")
             a.resolve(r, "My partner is right.", "ethan", confirms=PARTNER)
         before = a.respond(_topic(a, 2), "ethan").decision
         predictions = list(a.reliability("ethan").predictions)
-    with Agent(path, embedder=embedder) as b:
+    with Agent(path, embedder=embedder, store=store_target) as b:
         # Replaying the stored outcomes rebuilds the same online calibration state.
         assert b.reliability("ethan").predictions == predictions
         assert len(predictions) == 2
-        assert b.store.schema_version == "2"
+        if isinstance(b.store, GraphStore):
+            assert b.store.schema_version == "2"
+        else:
+            assert b.store.schema_version() == MIGRATIONS[-1][0]
         assert b.reliability("ethan").outcomes("gym app") == (0, 2)
         assert b.reliability("ethan").outcomes("climbing partner") == (2, 0)
         after = b.respond(TOPICS[2][3], "ethan").decision
@@ -100,18 +138,16 @@ def test_reliability_persists_across_reopen(tmp_path: Path, embedder: Any) -> No
         assert b.reliability("maya").sources == []
 
 
-def test_outcome_lost_in_a_crash_is_rebuilt_from_the_memory(tmp_path: Path, embedder: Any) -> None:
+def test_outcome_lost_in_a_crash_is_rebuilt_from_the_memory(
+    tmp_path: Path, embedder: Any, store_target: str
+) -> None:
     path = tmp_path / "data"
-    with Agent(path, embedder=embedder) as a:
+    with Agent(path, embedder=embedder, store=store_target) as a:
         r = a.respond(_topic(a, 0), "ethan")
         m = a.resolve(r, "My partner is right.", "ethan", confirms=PARTNER)
         assert m.metadata[OUTCOME_KEY]["confirmed_source"] == "climbing partner"
-    # Simulate a kill between the memory's commit and the outcome row's.
-    db = sqlite3.connect(path / "graph.sqlite")
-    db.execute("DELETE FROM reliability_outcomes")
-    db.commit()
-    db.close()
-    with Agent(path, embedder=embedder) as b:
+    _delete_outcome_rows(store_target)
+    with Agent(path, embedder=embedder, store=store_target) as b:
         assert b.reliability("ethan").outcomes("gym app") == (0, 1)
         assert len(b.store.outcomes("ethan")) == 1
 
@@ -127,7 +163,8 @@ def test_the_confirmed_side_is_read_off_a_clear_answer(agent: Agent) -> None:
     assert agent.reliability("ethan").outcomes("gym app") == (0, 1)
 
 
-def test_confirms_must_name_a_source_of_the_decision(agent: Agent) -> None:
+def test_confirms_must_name_a_source_of_the_decision(local_agent: Agent) -> None:
+    agent = local_agent
     r = agent.respond(_topic(agent, 0), "ethan")
     with pytest.raises(ValueError, match="confirms 'the coach' is none of the decision's sources"):
         agent.resolve(r, "The coach knows.", "ethan", confirms="the coach")

