@@ -289,15 +289,16 @@ def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> No
     graph = ConflictGraph("u", embedder)
     p = len(mems)
     start = time.perf_counter()
+    rotated = vecs
     for i in tqdm(range(n), desc=f"graph load {n}", disable=not cfg.progress, leave=False):
         j, copy = i % p, i // p
-        # Copies beyond the pool are new topics near the originals, not bigger old topics.
-        v = vecs[j]
-        if copy:
-            v = v + 0.05 * rng.standard_normal(vecs.shape[1]).astype(np.float32)
-            v /= np.linalg.norm(v)
+        if j == 0 and copy:
+            # Copies beyond the pool are other topics: the pool turned by a random rotation
+            # keeps every similarity inside the copy and is unrelated to the other copies.
+            rot, _ = np.linalg.qr(rng.standard_normal((vecs.shape[1], vecs.shape[1])))
+            rotated = (vecs @ rot.astype(np.float32)).astype(np.float32)
         m = mems[j].model_copy(update={"id": f"m{i}", "aspect": f"{mems[j].aspect}#{copy}"})
-        graph.load(m, v.astype(np.float32), inferred=["aspect"], extraction=exts[j])
+        graph.load(m, rotated[j], inferred=["aspect"], extraction=exts[j])
         if j == p - 1 or i == n - 1:
             # The pool's conflict edges, copied onto this copy's memories.
             base = copy * p

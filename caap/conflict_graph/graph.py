@@ -8,6 +8,8 @@ aspect -> re-read the aspect's timeline. Edges the new evidence contradicts are 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -123,7 +125,9 @@ class ConflictGraph:
         self._subject: set[str] = set()
         self._explicit: Counter[str] = Counter()
         # Per aspect, the memories that can be timeline phases (a small part of a big topic).
-        self._phases: dict[str, list[str]] = {}
+        # Kept sorted by (world time, id), so the latest timeline window is a slice.
+        self._phases: dict[str, list[tuple[float, str]]] = {}
+        self._windows: dict[str, list[str]] = {}
         # Clusters are cached per aspect and recomputed only after the aspect changed.
         self._generation: dict[str, int] = {}
         self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
@@ -293,6 +297,11 @@ class ConflictGraph:
             self._explicit[aspect] -= 1
         if aspect:
             self._touch(aspect)
+            entries = self._phases.get(aspect, [])
+            key = self._phase_key(self._mem[memory_id])
+            at = bisect.bisect_left(entries, key)
+            if at < len(entries) and entries[at] == key:
+                del entries[at]
         del self._mem[memory_id]
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
@@ -403,7 +412,7 @@ class ConflictGraph:
             if "aspect" not in self._inferred.get(memory.id, ("aspect",)):
                 self._explicit[memory.aspect] += 1
             if self._is_phase(memory.id):
-                self._phases.setdefault(memory.aspect, []).append(memory.id)
+                bisect.insort(self._phases.setdefault(memory.aspect, []), self._phase_key(memory))
             self._touch(memory.aspect)
         row = self._n_rows
         if row == len(self._vecs):
@@ -534,9 +543,8 @@ class ConflictGraph:
             out.append(m)
         self._touch(old)
         self._touch(new)
-        self._phases[new] = sorted(
-            self._phases.get(new, []) + self._phases.pop(old, []), key=lambda i: self._row[i]
-        )
+        self._phases[new] = list(heapq.merge(self._phases.get(new, []), self._phases.pop(old, [])))
+        self._windows[new] = self._windows.get(new, []) + self._windows.pop(old, [])
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -639,6 +647,11 @@ class ConflictGraph:
         nodes = nodes[-self.config.timeline_window :]
         return read_timeline(nodes, _PairSims(self, [n.id for n in nodes]), self.config)
 
+    @staticmethod
+    def _phase_key(memory: Memory) -> tuple[float, str]:
+        when = memory.observed_at
+        return (when.timestamp() if when else memory.created_at.timestamp(), memory.id)
+
     def _is_phase(self, memory_id: str) -> bool:
         m = self._mem[memory_id]
         return (
@@ -654,16 +667,28 @@ class ConflictGraph:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
         # Temporal edges join phase memories only: the aspect's phase list bounds this work,
         # not the size of the whole topic.
-        ids = [i for i in self._phases.get(aspect, []) if i in self._mem]
-        self._phases[aspect] = ids
+        entries = self._phases.get(aspect, [])
+        ids: list[str] = []
+        for _, i in reversed(entries):
+            if len(ids) == self.config.timeline_window:
+                break
+            if i in self._mem:
+                ids.append(i)
+        ids.reverse()
         reading = self._timeline(ids)
-        idset = set(ids)
-        # Active edges live in the networkx adjacency: walk the aspect's nodes, not every
-        # edge of the user (that would make each write linear in the whole memory).
+        # Temporal edges join members of the current or the previous window: walk those
+        # nodes' adjacency, not every edge of the user or every member of the topic.
+        walk = set(ids) | {i for i in self._windows.get(aspect, []) if i in self._mem}
+        self._windows[aspect] = ids
         current = {}
-        for a, b, key in self.g.edges(ids, keys=True):
+        for a, b, key in self.g.edges(walk, keys=True):
             e = self._edges[key]
-            if e.active and e.kind in _TEMPORAL and a in idset and b in idset:
+            if (
+                e.active
+                and e.kind in _TEMPORAL
+                and self._mem[a].aspect == aspect
+                and self._mem[b].aspect == aspect
+            ):
                 current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
