@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from caap._timing import phase
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -76,7 +78,7 @@ class Embedder:
         """Embed texts; returns a ``(len(texts), dimension)`` float32 array of unit vectors."""
         if not texts:
             return np.zeros((0, getattr(self, "dimension", 384)), dtype=np.float32)
-        with self._lock:
+        with phase("embed"), self._lock:
             out: Any = self._model.encode(
                 list(texts),
                 batch_size=batch_size,

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
-from caap.adapters.base import MemoryBackend
+from caap._timing import phase
+from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import get_backend
 from caap.conflict_graph.extractor import Extractor
@@ -217,9 +218,10 @@ class Agent:
             return []
         with self._lock:
             graph = self._graph(user_id)
-            results = graph.add_many(memories)
+            with phase("graph"):
+                results = graph.add_many(memories)
             try:
-                with self.store.transaction() as db:
+                with phase("sqlite"), self.store.transaction() as db:
                     self.store.write(
                         [StoredMemory(r.memory, r.inferred, r.vector) for r in results],
                         [e for r in results for e in (*r.new_edges, *r.closed_edges)],
@@ -230,7 +232,7 @@ class Agent:
                     self.store.update_memories(
                         [m for i, m in relabeled.items() if i not in new_ids], db=db
                     )
-                self.backend.add_many([r.memory for r in results])
+                self._index([r.memory for r in results], graph)
             except BaseException:
                 # Keep memory and disk in step: drop this user's cached graph so it reloads
                 # from what was committed.
@@ -272,34 +274,22 @@ class Agent:
             hits = self.backend.search(query, user_id, k=k)
             if not hits:
                 return Recall(query=query)
-            qv = self.embedder.encode_one(query)
-            out: list[Memory] = []
-            scores: dict[str, float] = {}
-            hit_ids: list[str] = []
-            for h in hits:
-                if h.memory.id in graph and h.memory.id not in scores:
-                    out.append(graph.memory(h.memory.id))
-                    scores[h.memory.id] = h.score
-                    hit_ids.append(h.memory.id)
-            clusters: list[ConflictCluster] = []
-            seen_aspects: set[str] = set()
-            extra: list[tuple[float, Memory]] = []
-            for mid in hit_ids:
-                aspect = graph.memory(mid).aspect
-                if not aspect or aspect in seen_aspects:
-                    continue
-                seen_aspects.add(aspect)
-                cluster = graph.cluster(aspect)
-                if not cluster.has_conflict:
-                    continue
-                clusters.append(cluster)
-                for other in cluster.memory_ids:
-                    if other not in scores:
-                        s = float(np.dot(graph.vector(other), qv))
-                        scores[other] = s
-                        extra.append((s, graph.memory(other)))
-            extra.sort(key=lambda t: -t[0])
-            out.extend(m for _, m in extra)
+            with phase("graph"):
+                return self._expand(query, graph, hits)
+
+    def _expand(self, query: str, graph: ConflictGraph, hits: list[SearchHit]) -> Recall:
+        """Hits first, then the rest of every conflict cluster they touch, nearest first."""
+        out: list[Memory] = []
+        scores: dict[str, float] = {}
+        for h in hits:
+            if h.memory.id in graph and h.memory.id not in scores:
+                out.append(graph.memory(h.memory.id))
+                scores[h.memory.id] = h.score
+        hit_ids = list(scores)
+        extra, clusters = graph.expand(hit_ids, self.embedder.encode_one(query))
+        for mid, sim in extra:
+            scores[mid] = sim
+            out.append(graph.memory(mid))
         return Recall(query=query, memories=out, hit_ids=hit_ids, scores=scores, clusters=clusters)
 
     def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
@@ -308,11 +298,18 @@ class Agent:
         with self._lock:
             graph = self._graph(user_id)
             # Reuse the value vectors the graph stored: only the query is embedded again.
-            vectors = {m.id: graph.vector(m.id) for m in recall.memories if m.id in graph}
+            ids = [m.id for m in recall.memories if m.id in graph]
+            vectors = {i: graph.vector(i) for i in ids}
+            parsed = {i: graph.extraction(i) for i in ids}
             reliability = self._reliability_model(user_id)
-        return self.policy.respond(  # type: ignore[no-any-return]
-            recall.memories, query, vectors=vectors, reliability=reliability
-        )
+        with phase("policy"):
+            return self.policy.respond(  # type: ignore[no-any-return]
+                recall.memories,
+                query,
+                vectors=vectors,
+                extractions=parsed,
+                reliability=reliability,
+            )
 
     def resolve(
         self,
@@ -461,6 +458,19 @@ class Agent:
         self._repair_index(user_id, [sm.memory for sm in stored])
         self._graphs[user_id] = graph
         return graph
+
+    def _index(self, memories: list[Memory], graph: ConflictGraph) -> None:
+        """Add memories to the search backend, reusing the graph's vectors where they are the
+        same text's embedding (most memories' value is their whole text): embed once, not twice.
+        """
+        backend = self.backend
+        if not (isinstance(backend, BuiltinBackend) and backend.embedder is self.embedder):
+            backend.add_many(memories)
+            return
+        known: list[Any] = [
+            graph.vector(m.id) if graph.extraction(m.id).value == m.text else None for m in memories
+        ]
+        backend.add_many(memories, embeddings=known)
 
     def _outcome(
         self,

@@ -117,6 +117,27 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure ingest, recall and respond cost against raw peers; write the tables."""
+    from caap.benchmark.perf import BenchConfig, render_markdown, run_bench, write_report
+
+    cfg = BenchConfig(
+        sizes=args.sizes,
+        graph_sizes=args.graph_sizes,
+        queries=args.queries,
+        batch=args.batch,
+        graph_writes=args.graph_writes,
+        mem0=not args.no_mem0,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    report = run_bench(cfg)
+    out = write_report(report, args.out)
+    print(render_markdown(report))
+    print(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.html'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``caap`` command."""
     parser = argparse.ArgumentParser(
@@ -154,6 +175,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=os.environ.get("CAAP_DATA", "caap-data"))
     p.add_argument("--user", required=True)
     p.set_defaults(handler=cmd_conflicts)
+
+    p = sub.add_parser(
+        "bench", help="measure ingest / recall / respond cost against raw peers (and Mem0)"
+    )
+    p.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=[1000, 10_000],
+        help="end-to-end sizes, memories of one user (default: 1000 10000)",
+    )
+    p.add_argument(
+        "--graph-sizes",
+        type=int,
+        nargs="*",
+        default=[1000, 10_000, 100_000],
+        help="graph-layer sizes with precomputed embeddings (e.g. add 1000000)",
+    )
+    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--batch", type=int, default=64, help="memories per remember_many call")
+    p.add_argument("--graph-writes", type=int, default=300)
+    p.add_argument("--no-mem0", action="store_true", help="skip the Mem0 infer=False peer")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")
+    p.set_defaults(handler=cmd_bench)
 
     try:
         from caap.benchmark.cli import add_tangle_parser

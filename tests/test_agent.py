@@ -171,3 +171,38 @@ def test_memory_and_edges_survive_sigkill(tmp_path: Path, store_target: str) -> 
     hits = a.backend.search("pediatrician approved ibuprofen", "maya", k=2)
     assert acked in {h.memory.id for h in hits}
     a.close()
+
+
+def test_ingest_embeds_a_plain_memory_once(tmp_path: Path, embedder: Any) -> None:
+    class Counting:
+        """The real embedder, counting the texts it is asked to embed."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.texts = inner, 0
+            self.dimension, self.model_name = inner.dimension, inner.model_name
+
+        def encode(self, texts: list[str], batch_size: int = 64) -> Any:
+            self.texts += len(texts)
+            return self.inner.encode(texts, batch_size)
+
+        def encode_one(self, text: str) -> Any:
+            return self.inner.encode_one(text)
+
+    counting = Counting(embedder)
+    agent = Agent(tmp_path / "d", embedder=counting)  # type: ignore[arg-type]
+    agent.graph("u")  # a new graph embeds its topic prototypes once
+    counting.texts = 0
+    texts = [
+        "I take the night bus home on Fridays.",
+        "My favourite snack is salted almonds.",
+        "Ethan's favourite film is an old samurai movie.",
+    ]
+    stored = agent.remember_many(texts, "u")
+    g = agent.graph("u")
+    needed = sum(1 if g.extraction(m.id).value == m.text else 2 for m in stored)
+    assert needed < 2 * len(stored)  # at least one memory's value is its whole text
+    assert counting.texts == needed
+    # The reused vector is the text's own embedding: the exact text is found first.
+    hit = agent.backend.search(texts[0], "u", k=1)[0]
+    assert hit.memory.text == texts[0] and hit.score > 0.99
+    agent.close()

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
+from caap._timing import phase
 from caap.adapters.base import (
     BackendCapabilities,
     BackendError,
@@ -136,13 +139,26 @@ class BuiltinBackend(MemoryBackend):
     def add(self, memory: Memory) -> str:
         return self.add_many([memory])[0]
 
-    def add_many(self, memories: Any) -> list[str]:
+    def add_many(self, memories: Any, *, embeddings: Any = None) -> list[str]:
+        """Add memories, embedding their texts in one batch.
+
+        ``embeddings`` may give a text's vector already computed by this backend's embedder
+        (one row per memory, or ``None`` in a list for a text still to embed).
+        """
         # Overridden to embed in one batch: per-item encoding is several times slower.
         items = list(memories)
         if not items:
             return []
-        vectors = self.embedder.encode([m.text for m in items])
-        with self._lock:
+        given = list(embeddings) if embeddings is not None else [None] * len(items)
+        if len(given) != len(items):
+            raise ValueError(f"embeddings has {len(given)} rows for {len(items)} memories")
+        todo = [n for n, v in enumerate(given) if v is None]
+        if todo:
+            fresh = self.embedder.encode([items[n].text for n in todo])
+            for n, v in zip(todo, fresh, strict=True):
+                given[n] = v
+        vectors = np.stack([np.asarray(v, dtype=np.float32) for v in given])
+        with phase("vector_store"), self._lock:
             try:
                 self._col.upsert(
                     ids=[_key(m.user_id, m.id) for m in items],
@@ -160,16 +176,27 @@ class BuiltinBackend(MemoryBackend):
         if not query.strip():
             return []
         vector = self.embedder.encode_one(query)[None, :]
-        with self._lock:
-            n = self._count(user_id)
-            if n == 0:
-                return []
-            res = self._col.query(
-                query_embeddings=vector.tolist(),
-                n_results=min(k, n),
-                where={"user_id": user_id},
-                include=["documents", "metadatas", "distances"],
-            )
+        with phase("vector_store"), self._lock:
+            try:
+                # Current chromadb returns fewer rows when fewer match: no count needed (a
+                # count fetches every id of the user, a cost that grows with the memory).
+                res = self._col.query(
+                    query_embeddings=vector.tolist(),
+                    n_results=k,
+                    where={"user_id": user_id},
+                    include=["documents", "metadatas", "distances"],
+                )
+            except Exception:
+                # Older chromadb refuses n_results above the number of matches.
+                n = self._count(user_id)
+                if n == 0:
+                    return []
+                res = self._col.query(
+                    query_embeddings=vector.tolist(),
+                    n_results=min(k, n),
+                    where={"user_id": user_id},
+                    include=["documents", "metadatas", "distances"],
+                )
         docs = (res.get("documents") or [[]])[0]
         metas = (res.get("metadatas") or [[]])[0]
         dists = (res.get("distances") or [[]])[0]

@@ -8,6 +8,8 @@ aspect -> re-read the aspect's timeline. Edges the new evidence contradicts are 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -18,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder
+from caap._timing import phase
 from caap.conflict_graph import _text
+from caap.conflict_graph._index import VectorIndex
 from caap.conflict_graph._prototypes import PROTOTYPES, prototype_matrix
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.rules import (
@@ -119,6 +123,15 @@ class ConflictGraph:
         self._proto: dict[str, str | None] = {}
         self._protos = prototype_matrix(embedder)
         self._subject: set[str] = set()
+        self._explicit: Counter[str] = Counter()
+        # Per aspect, the memories that can be timeline phases (a small part of a big topic).
+        # Kept sorted by (world time, id), so the latest timeline window is a slice.
+        self._phases: dict[str, list[tuple[float, str]]] = {}
+        self._windows: dict[str, list[str]] = {}
+        # Clusters are cached per aspect and recomputed only after the aspect changed.
+        self._generation: dict[str, int] = {}
+        self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
+        self._index = VectorIndex(embedder.dimension, exact_limit=self.config.exact_neighbours)
         # Document frequency of capitalised tokens, kept incrementally (no rescans).
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
@@ -147,6 +160,48 @@ class ConflictGraph:
         vec: Vector = self._vecs[self._row[memory_id]]
         return vec
 
+    def vectors(self, memory_ids: Sequence[str]) -> Vector:
+        """The value embeddings of several memories, one row each."""
+        rows: Vector = self._vecs[[self._row[i] for i in memory_ids]]
+        return rows
+
+    def nearest(self, vector: Vector, k: int) -> list[tuple[str, float]]:
+        """The ``k`` memories whose values are nearest ``vector``, with similarities."""
+        return self._neighbours(vector, k)
+
+    def expand(
+        self, hit_ids: Sequence[str], query_vector: Vector, *, limit: int | None = None
+    ) -> tuple[list[tuple[str, float]], list[ConflictCluster]]:
+        """The other members of every conflict cluster the hits belong to, nearest the query
+        first, with their similarity to it; and those clusters. Unknown ids are ignored.
+
+        At most ``limit`` members are added (default ``config.max_expand``), the nearest.
+        """
+        limit = self.config.max_expand if limit is None else limit
+        seen = {i for i in hit_ids if i in self._mem}
+        aspects: list[str] = []
+        for i in hit_ids:
+            a = self._mem[i].aspect if i in self._mem else None
+            if a and a not in aspects:
+                aspects.append(a)
+        clusters: list[ConflictCluster] = []
+        extra: list[tuple[str, float]] = []
+        for a in aspects:
+            cluster = self.cluster(a)
+            if not cluster.has_conflict:
+                continue
+            clusters.append(cluster)
+            others = [o for o in cluster.memory_ids if o not in seen]
+            if others:
+                sims = self.vectors(others) @ query_vector
+                if len(others) > limit:
+                    top = np.argpartition(-sims, limit - 1)[:limit]
+                    others, sims = [others[int(t)] for t in top], sims[top]
+                seen.update(others)
+                extra += zip(others, sims.tolist(), strict=True)
+        extra.sort(key=lambda t: -t[1])
+        return extra[:limit], clusters
+
     def aspect_members(self, aspect: str) -> list[str]:
         """Ids of the memories of one aspect, in insertion order."""
         return [i for i in self._by_aspect.get(aspect, []) if i in self._mem]
@@ -170,9 +225,21 @@ class ConflictGraph:
         return self.add_many([memory], vectors=None if vector is None else vector[None, :])[0]
 
     def add_many(
-        self, memories: Sequence[Memory], *, vectors: Vector | None = None
+        self,
+        memories: Sequence[Memory],
+        *,
+        vectors: Vector | None = None,
+        extractions: Sequence[Extraction] | None = None,
     ) -> list[WriteResult]:
-        """Add memories in order (values embedded in one batch)."""
+        """Add memories in order (values embedded in one batch).
+
+        ``vectors`` and ``extractions`` may carry what another graph already computed for the
+        same memories (one per memory, in order), so nothing is embedded or parsed twice.
+        """
+        if extractions is not None and len(extractions) != len(memories):
+            raise ValueError(
+                f"extractions has {len(extractions)} items for {len(memories)} memories"
+            )
         for m in memories:
             if m.user_id != self.user_id:
                 raise ValueError(
@@ -181,7 +248,11 @@ class ConflictGraph:
             if m.id in self._mem:
                 raise ValueError(f"memory id {m.id!r} is already in the graph")
         self._count_names(m.text for m in memories)
-        extractions = [self.extractor.extract(m.text, subject=self._subject) for m in memories]
+        if extractions is None:
+            with phase("extract"):
+                extractions = [
+                    self.extractor.extract(m.text, subject=self._subject) for m in memories
+                ]
         if vectors is None:
             vectors = self.embedder.encode([e.value for e in extractions])
         return [
@@ -194,11 +265,17 @@ class ConflictGraph:
         vector: Vector,
         edges: Iterable[ConflictEdge] = (),
         inferred: Sequence[str] = (),
+        extraction: Extraction | None = None,
     ) -> None:
-        """Put back a stored memory with its stored vector and edges (no re-typing)."""
+        """Put back a stored memory with its stored vector and edges (no re-typing).
+
+        ``extraction`` may give the facets already parsed from its text (else parsed here).
+        """
         self._inferred[memory.id] = tuple(inferred)
         self._count_names([memory.text])
-        self._ext[memory.id] = self.extractor.extract(memory.text, subject=self._subject)
+        self._ext[memory.id] = extraction or self.extractor.extract(
+            memory.text, subject=self._subject
+        )
         self._insert(memory, vector)
         for e in edges:
             self._put_edge(e)
@@ -216,8 +293,18 @@ class ConflictGraph:
         closed = self._close_edges(
             [e for e in self._edges.values() if e.active and memory_id in e.endpoints()]
         )
+        if aspect and "aspect" not in self._inferred.get(memory_id, ("aspect",)):
+            self._explicit[aspect] -= 1
+        if aspect:
+            self._touch(aspect)
+            entries = self._phases.get(aspect, [])
+            key = self._phase_key(self._mem[memory_id])
+            at = bisect.bisect_left(entries, key)
+            if at < len(entries) and entries[at] == key:
+                del entries[at]
         del self._mem[memory_id]
         self._alive[self._row[memory_id]] = False
+        self._index.remove(self._row[memory_id])
         self.g.remove_node(memory_id)
         if aspect:
             closed += self._retime(aspect)[1]
@@ -229,8 +316,14 @@ class ConflictGraph:
         return [a for a, ids in self._by_aspect.items() if any(i in self._mem for i in ids)]
 
     def cluster(self, aspect: str) -> ConflictCluster:
-        """The cluster of one aspect with its features."""
-        return self.cluster_over(self.aspect_members(aspect), aspect)
+        """The cluster of one aspect with its features (cached until the aspect changes)."""
+        gen = self._generation.get(aspect, 0)
+        cached = self._clusters.get(aspect)
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        cluster = self.cluster_over(self.aspect_members(aspect), aspect)
+        self._clusters[aspect] = (gen, cluster)
+        return cluster
 
     def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
@@ -316,6 +409,11 @@ class ConflictGraph:
         self._ids.append(memory.id)
         if memory.aspect:
             self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
+            if "aspect" not in self._inferred.get(memory.id, ("aspect",)):
+                self._explicit[memory.aspect] += 1
+            if self._is_phase(memory.id):
+                bisect.insort(self._phases.setdefault(memory.aspect, []), self._phase_key(memory))
+            self._touch(memory.aspect)
         row = self._n_rows
         if row == len(self._vecs):
             # Grow by doubling: appending row by row would copy the matrix on every write.
@@ -327,10 +425,16 @@ class ConflictGraph:
             self._alive = alive
         self._vecs[row] = vector
         self._alive[row] = True
+        self._index.add(row, vector)
         self._n_rows = row + 1
         self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
         self.g.add_node(memory.id)
+
+    def _touch(self, aspect: str | None) -> None:
+        """Mark an aspect changed: its cached cluster is stale."""
+        if aspect:
+            self._generation[aspect] = self._generation.get(aspect, 0) + 1
 
     def _prototype_of(self, vector: Vector) -> str | None:
         sims = self._protos @ vector
@@ -339,15 +443,8 @@ class ConflictGraph:
 
     def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest live memories: one matrix-vector product and a partial sort."""
-        n = self._n_rows
-        if n == 0:
-            return []
-        sims = self._vecs[:n] @ vector
-        sims[~self._alive[:n]] = -np.inf
-        k = min(k, n)
-        top = np.argpartition(-sims, k - 1)[:k]
-        top = top[np.argsort(-sims[top])]
-        return [(self._ids[j], float(sims[j])) for j in top if np.isfinite(sims[j])]
+        rows, sims = self._index.search(vector, k)
+        return [(self._ids[r], s) for r, s in zip(rows, sims, strict=True)]
 
     def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
         cfg = self.config
@@ -436,11 +533,7 @@ class ConflictGraph:
         return joinable
 
     def _explicit_aspects(self) -> set[str]:
-        return {
-            m.aspect
-            for i, m in self._mem.items()
-            if m.aspect and "aspect" not in self._inferred.get(i, ("aspect",))
-        }
+        return {a for a, n in self._explicit.items() if n > 0}
 
     def _relabel(self, old: str, new: str) -> list[Memory]:
         out = []
@@ -448,6 +541,10 @@ class ConflictGraph:
             m = self._mem[i].model_copy(update={"aspect": new})
             self._mem[i] = m
             out.append(m)
+        self._touch(old)
+        self._touch(new)
+        self._phases[new] = list(heapq.merge(self._phases.get(new, []), self._phases.pop(old, [])))
+        self._windows[new] = self._windows.get(new, []) + self._windows.pop(old, [])
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -463,9 +560,9 @@ class ConflictGraph:
         counts = Counter(words)
         picked = [w for w, _ in counts.most_common()][:2] or ["misc"]
         base = re.sub(r"[^a-z0-9_]+", "_", "_".join(picked)).strip("_") or "misc"
-        taken = set(self.aspects())
+        # Every label ever used stays taken (an emptied aspect's label is not reused).
         label, n = base, 2
-        while label in taken:
+        while label in self._by_aspect:
             label, n = f"{base}_{n}", n + 1
         return label
 
@@ -512,8 +609,15 @@ class ConflictGraph:
         if e.user_id != self.user_id:
             raise ValueError(f"edge {e.id!r} belongs to another user")
         self._edges[e.id] = e
+        self._touch_endpoints(e)
         if e.active and e.source_id in self._mem and e.target_id in self._mem:
             self.g.add_edge(e.source_id, e.target_id, key=e.id, kind=e.kind.value)
+
+    def _touch_endpoints(self, e: ConflictEdge) -> None:
+        for end in (e.source_id, e.target_id):
+            m = self._mem.get(end)
+            if m is not None:
+                self._touch(m.aspect)
 
     def _close_edges(self, edges: Iterable[ConflictEdge]) -> list[ConflictEdge]:
         now = utcnow()
@@ -523,6 +627,7 @@ class ConflictGraph:
                 continue
             ce = e.model_copy(update={"expired_at": now})
             self._edges[e.id] = ce
+            self._touch_endpoints(ce)
             if self.g.has_edge(e.source_id, e.target_id, key=e.id):
                 self.g.remove_edge(e.source_id, e.target_id, key=e.id)
             closed.append(ce)
@@ -534,31 +639,57 @@ class ConflictGraph:
         Memories attributed to a named source stay out: a dated record and a later report from
         someone else disagree about the world, they are not one behaviour changing.
         """
-        ids = [
-            i
-            for i in ids
-            if self._mem[i].observed_at is not None
-            and _self_source(self._mem[i].source)
+        nodes = [self._node(i) for i in ids if self._is_phase(i)]
+        if len(nodes) < 2:
+            return TemporalReading()
+        # read_timeline reads only the latest window; cut to it before the pairwise matrix.
+        nodes.sort(key=lambda n: (n.order, n.id))
+        nodes = nodes[-self.config.timeline_window :]
+        return read_timeline(nodes, _PairSims(self, [n.id for n in nodes]), self.config)
+
+    @staticmethod
+    def _phase_key(memory: Memory) -> tuple[float, str]:
+        when = memory.observed_at
+        return (when.timestamp() if when else memory.created_at.timestamp(), memory.id)
+
+    def _is_phase(self, memory_id: str) -> bool:
+        m = self._mem[memory_id]
+        return (
+            m.observed_at is not None
+            and _self_source(m.source)
             # Only statements that place themselves in time ("in March", "this month",
             # "again", "stopped") are phases; a dated conversation turn stating a standing
             # preference ("if I have an early shift I don't drink") is not.
-            and {"time", "return", "change"} & set(self._ext[i].cues)
-        ]
-        if len(ids) < 2:
-            return TemporalReading()
-        nodes = [self._node(i) for i in ids]
-        return read_timeline(nodes, _PairSims(self, ids), self.config)
+            and bool({"time", "return", "change"} & set(self._ext[memory_id].cues))
+        )
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
-        ids = self.aspect_members(aspect)
+        # Temporal edges join phase memories only: the aspect's phase list bounds this work,
+        # not the size of the whole topic.
+        entries = self._phases.get(aspect, [])
+        ids: list[str] = []
+        for _, i in reversed(entries):
+            if len(ids) == self.config.timeline_window:
+                break
+            if i in self._mem:
+                ids.append(i)
+        ids.reverse()
         reading = self._timeline(ids)
-        idset = set(ids)
-        current = {
-            (e.kind, e.source_id, e.target_id): e
-            for e in self._edges.values()
-            if e.active and e.kind in _TEMPORAL and e.endpoints() <= idset
-        }
+        # Temporal edges join members of the current or the previous window: walk those
+        # nodes' adjacency, not every edge of the user or every member of the topic.
+        walk = set(ids) | {i for i in self._windows.get(aspect, []) if i in self._mem}
+        self._windows[aspect] = ids
+        current = {}
+        for a, b, key in self.g.edges(walk, keys=True):
+            e = self._edges[key]
+            if (
+                e.active
+                and e.kind in _TEMPORAL
+                and self._mem[a].aspect == aspect
+                and self._mem[b].aspect == aspect
+            ):
+                current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [

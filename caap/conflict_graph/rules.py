@@ -50,6 +50,12 @@ class GraphConfig:
     """Merge two inferred aspects when a new memory is close enough to join both."""
     neighbours: int = 12
     """Candidate blocking: how many nearest memories a new memory is compared with."""
+    max_expand: int = 200
+    """Most cluster members one recall adds beyond its hits (those nearest the query): a topic
+    of thousands of memories is not read whole on every answer."""
+    exact_neighbours: int = 20_000
+    """Up to this many memories per user the nearest neighbours are found by an exact scan;
+    beyond it by an inverted-file index (approximate, about ``sqrt(n)`` work per write)."""
     corroborate: float = 0.86
     """Values this similar say the same thing."""
     same_context: float = 0.8

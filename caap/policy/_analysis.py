@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from caap._embeddings import Embedder
 from caap.conflict_graph import _text
+from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
@@ -112,12 +113,14 @@ def analyze(
     max_view: int = 14,
     max_memories: int = 48,
     vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+    extractions: Mapping[str, Extraction] | None = None,
     reliability: ReliabilityModel | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
     ``vectors`` may hold value embeddings a graph already computed (memory id -> vector);
-    when it covers every memory nothing is re-embedded but the query. ``reliability`` is the
+    when it covers every memory nothing is re-embedded but the query. ``extractions`` likewise
+    may hold the facets a graph already parsed from each memory's text. ``reliability`` is the
     user's source-reliability model, read for a source contradiction.
     """
     if not isinstance(query, str) or not query.strip():
@@ -146,12 +149,16 @@ def analyze(
     known = None
     if vectors is not None and all(i in vectors for i in by_id):
         known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
+    parsed = None
+    if extractions is not None and all(i in extractions for i in by_id):
+        parsed = [extractions[i] for i in by_id]
     graph.add_many(
         [
             m if m.user_id == user else m.model_copy(update={"user_id": user})
             for m in by_id.values()
         ],
         vectors=known,
+        extractions=parsed,
     )
     filled = {m.id: m for m in graph.memories()}
     qv = embedder.encode_one(_text.mask_names(query, set(graph.subject)))

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
@@ -114,17 +115,19 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        extractions: Mapping[str, Extraction] | None = None,
         reliability: ReliabilityModel | None = None,
     ) -> Analysis:
-        """Build the evidence view the decision is made from (``vectors``: value embeddings
-        already computed by a graph, so they are not computed again; ``reliability``: the
-        user's source-reliability model)."""
+        """Build the evidence view the decision is made from (``vectors`` and ``extractions``:
+        value embeddings and parsed facets a graph already computed, not computed again;
+        ``reliability``: the user's source-reliability model)."""
         return analyze(
             memories,
             query,
             self.embedder,
             config=self.config,
             vectors=vectors,
+            extractions=extractions,
             reliability=reliability,
         )
 
@@ -203,9 +206,12 @@ class CaapPolicy:
         query: str,
         *,
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        extractions: Mapping[str, Extraction] | None = None,
         reliability: ReliabilityModel | None = None,
     ) -> Response:
         """``decide`` then ``realize`` over one shared analysis."""
-        a = self.analyze(memories, query, vectors=vectors, reliability=reliability)
+        a = self.analyze(
+            memories, query, vectors=vectors, extractions=extractions, reliability=reliability
+        )
         decision = self.decide(memories, query, analysis=a)
         return self.realize(memories, query, decision, analysis=a)

@@ -98,3 +98,49 @@ def test_graph_rejects_another_users_memory(embedder: Any) -> None:
         assert "bob" in str(exc)
     else:  # pragma: no cover
         raise AssertionError("expected ValueError")
+
+
+def test_cached_cluster_follows_every_write_and_removal(embedder: Any) -> None:
+    g = _graph(embedder, BUDGET[:1] + UNRELATED)
+    aspect = _aspect_of(g, BUDGET[0])
+    assert aspect is not None
+    before = g.cluster(aspect)
+    assert g.cluster(aspect) is before  # unchanged aspect: served from the cache
+    g.add_many([Memory(text=t, user_id="u") for t in BUDGET[1:]])
+    aspect = _aspect_of(g, BUDGET[0])
+    assert aspect is not None
+    after = g.cluster(aspect)
+    assert after.conflict_type is ConflictType.BOC
+    assert len(after.memory_ids) == len(BUDGET)
+    last = next(m.id for m in g.memories() if m.text == BUDGET[-1])
+    g.remove(last)
+    assert last not in g.cluster(aspect).memory_ids
+
+
+def test_expand_returns_the_rest_of_a_hit_cluster_nearest_first(embedder: Any) -> None:
+    g = _graph(embedder, MEDICATION + UNRELATED)
+    first = next(m for m in g.memories() if m.text == MEDICATION[0])
+    query = embedder.encode_one("What dose should Maya take?")
+    extra, clusters = g.expand([first.id], query)
+    ids = [i for i, _ in extra]
+    assert first.id not in ids
+    assert {g.memory(i).text for i in ids} == set(MEDICATION[1:])
+    assert [s for _, s in extra] == sorted((s for _, s in extra), reverse=True)
+    assert [c.conflict_type for c in clusters] == [ConflictType.SCC]
+    unrelated = next(m for m in g.memories() if m.text == UNRELATED[0])
+    assert g.expand([unrelated.id, "no-such-id"], query) == ([], [])
+
+
+def test_reusing_extractions_and_vectors_gives_the_same_graph(embedder: Any) -> None:
+    first = _graph(embedder, DRINKING + UNRELATED)
+    mems = first.memories()
+    again = ConflictGraph("u", embedder)
+    again.add_many(
+        [Memory(text=m.text, user_id="u", id=m.id) for m in mems],
+        vectors=first.vectors([m.id for m in mems]),
+        extractions=[first.extraction(m.id) for m in mems],
+    )
+    assert [m.aspect for m in again.memories()] == [m.aspect for m in mems]
+    assert {(e.kind, e.source_id, e.target_id) for e in again.edges()} == {
+        (e.kind, e.source_id, e.target_id) for e in first.edges()
+    }

@@ -1,0 +1,50 @@
+"""``caap bench`` on tiny sizes: the report has every phase and peer it claims to have."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caap.benchmark.perf import BenchConfig, corpus, queries, run_bench, write_report
+from caap.cli import main
+
+
+def test_corpus_is_distinct_and_starts_with_the_shipped_texts() -> None:
+    texts = corpus(3000)
+    assert len(texts) == 3000 and len(set(texts)) == 3000
+    assert corpus(3000) == texts  # seeded
+    assert len(queries(120)) == 120
+
+
+def test_bench_reports_phases_peers_and_graph_layer(tmp_path: Path) -> None:
+    report = run_bench(
+        BenchConfig(
+            sizes=(40,), graph_sizes=(60,), queries=3, batch=16, graph_writes=4,
+            mem0=False, progress=False,
+        )
+    )  # fmt: skip
+    (row,) = report["end_to_end"]
+    assert row["n"] == 40
+    agent, raw = row["ingest_agent"], row["ingest_raw"]
+    assert agent["memories_per_s"] > 0 and raw["memories_per_s"] > 0
+    # The agent's ingest time is split into the phases the SDK marks.
+    assert {"embed", "extract", "graph", "sqlite", "vector_store"} <= set(agent["phase_seconds"])
+    assert set(raw["phase_seconds"]) >= {"embed", "vector_store"}
+    assert "graph" not in raw["phase_seconds"]
+    assert row["respond"]["n"] == 3 and "policy" in row["respond"]["mean_phase_ms"]
+    assert row["respond"]["p50_ms"] <= row["respond"]["p95_ms"] <= row["respond"]["p99_ms"]
+    assert "ingest_mem0" not in row
+    (g,) = report["graph_layer"]
+    assert g["n"] == 60 and g["write"]["n"] == 4 and g["answer"]["n"] == 3
+    assert g["inverted_index"] is False
+    out = write_report(report, tmp_path / "b")
+    md = (out / "bench.md").read_text()
+    assert "| 40 |" in md and "| 60 |" in md
+    assert "<svg" in (out / "bench.html").read_text()
+    assert (out / "bench.json").read_text().startswith("{")
+
+
+def test_bench_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--sizes", "0", "--graph-sizes", "--quiet"]) == 2
+    assert "sizes must be positive" in capsys.readouterr().err
