@@ -31,6 +31,21 @@ from caap.conflict_graph.rules import (
     read_timeline,
     risk_tier,
 )
+from caap.conflict_graph.stale import (
+    DEFAULT_DEPENDENCIES,
+    DependencyMap,
+    Validity,
+    exclusive_supersessions,
+    facet_matrix,
+    facet_similarities,
+    facets_of,
+    is_change_event,
+    is_later,
+    primary_facet,
+    propagated_invalidations,
+    state_supersessions,
+    validity,
+)
 from caap.models import (
     ConflictCluster,
     ConflictEdge,
@@ -91,6 +106,8 @@ class ConflictGraph:
         embedder: Sentence embedder for memory values.
         extractor: Facet extractor; the offline one by default.
         config: Thresholds.
+        dependencies: Which life facets depend on which, for propagated invalidation
+            (default :data:`caap.conflict_graph.stale.DEFAULT_DEPENDENCIES`).
     """
 
     def __init__(
@@ -100,6 +117,7 @@ class ConflictGraph:
         *,
         extractor: Extractor | None = None,
         config: GraphConfig | None = None,
+        dependencies: DependencyMap | None = None,
     ) -> None:
         self.user_id = user_id
         self.embedder = embedder
@@ -122,6 +140,11 @@ class ConflictGraph:
         # Document frequency of capitalised tokens, kept incrementally (no rescans).
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
+        self.dependencies = dependencies if dependencies is not None else DEFAULT_DEPENDENCIES
+        self._facet_names = list(self.dependencies.descriptions)
+        self._facet_mat = facet_matrix(embedder, self.dependencies)
+        self._facets: dict[str, frozenset[str]] = {}
+        self._primary: dict[str, str | None] = {}
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -163,6 +186,21 @@ class ConflictGraph:
     def extraction(self, memory_id: str) -> Extraction:
         """The facets the extractor read from a memory's text."""
         return self._ext[memory_id]
+
+    def life_facets(self, memory_id: str) -> frozenset[str]:
+        """The life facets of the dependency map a memory sits on (may be empty)."""
+        return self._facets.get(memory_id, frozenset())
+
+    def validity(self, memory_id: str) -> Validity:
+        """How long a memory's state held: what supersedes or invalidates it, and since when.
+
+        A superseded memory is closed in world time (``invalid_at``), never deleted.
+        """
+        m = self._mem[memory_id]
+        incident = [
+            self._edges[k] for a, b, k in self.g.edges([memory_id], keys=True) if k in self._edges
+        ]
+        return validity(memory_id, m.observed_at, incident)
 
     # -- writing ---------------------------------------------------------------------------
     def add(self, memory: Memory, *, vector: Vector | None = None) -> WriteResult:
@@ -221,6 +259,7 @@ class ConflictGraph:
         self.g.remove_node(memory_id)
         if aspect:
             closed += self._retime(aspect)[1]
+        closed += self._repropagate(None)[1]
         return closed
 
     # -- clusters --------------------------------------------------------------------------
@@ -236,6 +275,22 @@ class ConflictGraph:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
         ids = [i for i in ids if i in self._mem]
         idset = set(ids)
+        # A change in another aspect that invalidates one of these memories belongs to the
+        # cluster: without it the policy would see the old habit and not why it is stale.
+        for _, _, k in list(self.g.edges(ids, keys=True)):
+            e = self._edges.get(k)
+            if e is None or not e.active:
+                continue
+            if e.kind is EdgeKind.PROPAGATED_INVALIDATION and e.target_id in idset:
+                add = e.source_id
+            elif e.kind is EdgeKind.SUPERSEDES:
+                # A supersession filed across two aspects is one aspect's history.
+                add = e.target_id if e.source_id in idset else e.source_id
+            else:
+                continue
+            if add not in idset:
+                ids.append(add)
+                idset.add(add)
         # Walk the networkx adjacency of these memories only (active edges live there),
         # rather than every edge of the user.
         keys = {k for a, b, k in self.g.edges(ids, keys=True) if a in idset and b in idset}
@@ -266,7 +321,11 @@ class ConflictGraph:
             for m in mems:
                 sides.setdefault(m.context or "no condition stated", []).append(m.id)
             unresolved = "which context applies: " + " / ".join(sides)
-        elif ctype in (ConflictType.BOC, ConflictType.STALE):
+        elif ctype is ConflictType.STALE:
+            sides = _stale_sides(ids, edges)
+            reversal_count = self._timeline(ids).reversals
+            unresolved = "whether the earlier state still holds"
+        elif ctype is ConflictType.BOC:
             reading = self._timeline(ids)
             for p in reading.phases:
                 label = f"phase {len(sides) + 1}"
@@ -274,11 +333,7 @@ class ConflictGraph:
                 if p.duration:
                     durations.append(p.duration)
             reversal_count = reading.reversals
-            unresolved = (
-                "which phase is current and what triggers a switch"
-                if ctype is ConflictType.BOC
-                else "whether the earlier state still holds"
-            )
+            unresolved = "which phase is current and what triggers a switch"
         return ConflictCluster(
             id=f"{self.user_id}::{aspect}",
             user_id=self.user_id,
@@ -330,6 +385,9 @@ class ConflictGraph:
         self._n_rows = row + 1
         self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
+        fsims = facet_similarities(self._facet_mat, self.dependencies, vector)
+        self._facets[memory.id] = facets_of(fsims, self._facet_names)
+        self._primary[memory.id] = primary_facet(fsims, self._facet_names)
         self.g.add_node(memory.id)
 
     def _prototype_of(self, vector: Vector) -> str | None:
@@ -396,7 +454,10 @@ class ConflictGraph:
             kind, evidence = found
             new.append(self._new_edge(kind, memory.id, other_id, evidence))
         added, closed = self._retime(aspect)
-        return WriteResult(memory, inferred, vector, new + added, closed, relabeled)
+        p_added, p_closed = self._repropagate(memory.id)
+        return WriteResult(
+            memory, inferred, vector, new + added + p_added, closed + p_closed, relabeled
+        )
 
     def _joinable_aspects(
         self, neighbours: list[tuple[str, float]], proto: str | None
@@ -549,6 +610,71 @@ class ConflictGraph:
         nodes = [self._node(i) for i in ids]
         return read_timeline(nodes, _PairSims(self, ids), self.config)
 
+    def _cross_aspect(self, e: ConflictEdge) -> bool:
+        if e.kind is EdgeKind.PROPAGATED_INVALIDATION:
+            return True
+        if e.kind is not EdgeKind.SUPERSEDES:
+            return False
+        a, b = self._mem.get(e.source_id), self._mem.get(e.target_id)
+        return a is not None and b is not None and a.aspect != b.aspect
+
+    def _repropagate(self, new_id: str | None) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
+        """Open the propagated invalidations the dependency map now implies, close the rest.
+
+        A full pass runs over the memories on linked facets only, and only when the new
+        memory sits on one (or after a removal); any other write can only lift an
+        invalidation by observing a dependent aspect again, which is checked directly.
+        """
+        # Edges this pass owns: every propagated invalidation, and supersessions across
+        # aspects (those within one aspect belong to the timeline pass, _retime).
+        current = {
+            (e.kind, e.source_id, e.target_id): e
+            for e in self._edges.values()
+            if e.active and self._cross_aspect(e)
+        }
+        linked = self.dependencies.linked
+        if new_id is not None and not (self._facets.get(new_id, frozenset()) & linked):
+            new = self._node(new_id)
+            aspect = self._mem[new_id].aspect
+            lifted = []
+            for e in current.values():
+                if e.kind is not EdgeKind.PROPAGATED_INVALIDATION:
+                    continue
+                target = self._mem.get(e.target_id)
+                if target is None or target.aspect != aspect or e.target_id == new_id:
+                    continue
+                if _later_than(new, self._node(e.source_id)):
+                    lifted.append(e)
+            return [], self._close_edges(lifted)
+        ids = [i for i in self._ids if i in self._mem and self._facets.get(i, frozenset()) & linked]
+        nodes = [self._node(i) for i in ids]
+        triggers = {i for i in ids if is_change_event(self._mem[i].text)}
+        if not triggers and not current:
+            return [], []
+        # Peers outside the linked set can still show a dependent aspect's state after the
+        # change; add the dependents' aspect members so the lifting rule sees them.
+        dep_aspects = {self._mem[i].aspect for i in ids if i not in triggers}
+        extra = [i for a in dep_aspects if a for i in self.aspect_members(a) if i not in set(ids)]
+        facets = {i: self._facets.get(i, frozenset()) for i in ids}
+        facets.update({i: frozenset() for i in extra})
+        nodes += [self._node(i) for i in extra]
+        aspects = {n.id: self._mem[n.id].aspect or "" for n in nodes}
+        found = propagated_invalidations(
+            nodes, aspects, facets, self.dependencies, {i: self._primary.get(i) for i in ids}
+        )
+        lin = [n for n in nodes if n.id in set(ids)]
+        found += exclusive_supersessions(
+            lin, aspects, facets, _PairSims(self, [n.id for n in lin]), self.config
+        )
+        wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
+        closed = self._close_edges(e for key, e in current.items() if key not in wanted)
+        added = [
+            self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
+            for key, t in wanted.items()
+            if key not in current
+        ]
+        return added, closed
+
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
         ids = self.aspect_members(aspect)
@@ -560,6 +686,14 @@ class ConflictGraph:
             if e.active and e.kind in _TEMPORAL and e.endpoints() <= idset
         }
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
+        if not reading.oscillates:
+            # Standing states ("lives in Seattle") carry no time cue and stay out of the
+            # timeline; a later reported change still replaces them.
+            recent = sorted(ids, key=lambda i: self._node(i).order)[-self.config.timeline_window :]
+            for t in state_supersessions(
+                [self._node(i) for i in recent], _PairSims(self, recent), self.config
+            ):
+                wanted.setdefault((t.kind, t.source_id, t.target_id), t)
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [
             self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
@@ -567,3 +701,23 @@ class ConflictGraph:
             if key not in current
         ]
         return added, closed
+
+
+def _later_than(newer: Node, older: Node) -> bool:
+    return is_later(newer, older) is True
+
+
+def _stale_sides(ids: Sequence[str], edges: Sequence[ConflictEdge]) -> dict[str, list[str]]:
+    """Sides of a stale-state cluster: what holds now, what was replaced, what is in doubt."""
+    superseded = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}
+    invalidated = {e.target_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
+    sides: dict[str, list[str]] = {}
+    for i in ids:
+        if i in superseded:
+            label = "superseded"
+        elif i in invalidated:
+            label = "invalidated"
+        else:
+            label = "current"
+        sides.setdefault(label, []).append(i)
+    return sides
