@@ -17,9 +17,90 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
-from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, Memory, RiskTier
+from caap.conflict_graph.stale import invalidation_certain
+from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["Analysis", "StaleView", "analyze"]
+
+
+@dataclass
+class StaleView:
+    """What a stale-state cluster says: which memories report the change, which they replace
+    (same aspect) or put in doubt (a dependent aspect), and whether the query leans on the old
+    state."""
+
+    changes: list[str]
+    """Ids of the memories that report the change, newest first."""
+    superseded: list[str]
+    """Ids of memories a later change of the same aspect replaces."""
+    invalidated: list[str]
+    """Ids of memories a change in an aspect they depend on puts in doubt."""
+    certain: bool
+    """Every propagated invalidation states how far it reaches (a duration, a ban)."""
+    premise: bool
+    """The query is closer to the old state than to the change: it presupposes the old one."""
+
+    @property
+    def propagated(self) -> bool:
+        """The staleness comes through a dependency, not a direct replacement."""
+        return bool(self.invalidated) and not self.superseded
+
+    @property
+    def old(self) -> list[str]:
+        """Every replaced or doubted memory."""
+        return self.superseded + [i for i in self.invalidated if i not in self.superseded]
+
+
+#: A question about the current state ("do I still...?", "where do I live now?") asks which
+#: state holds; it does not presuppose the old one.
+_STATE_QUESTION = re.compile(
+    r"^\s*(?:do|does|did|am|is|are|have|has|where|what|which|who|how)\b[^?]*"
+    r"\b(?:still|now|currently|these days|anymore|any more|at the moment|right now)\b",
+    re.I,
+)
+
+
+def _stale_view(
+    cluster: ConflictCluster,
+    memories: Mapping[str, Memory],
+    sims: Mapping[str, float],
+    query: str,
+) -> StaleView | None:
+    kinds = (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
+    edges = [e for e in cluster.edges if e.active and e.kind in kinds]
+    if not edges:
+        return None
+    sup = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}
+    inv = {e.target_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION} - sup
+    changes = {e.source_id for e in edges} - sup - inv
+
+    def newest(i: str) -> tuple[float, float]:
+        m = memories[i]
+        when = m.observed_at or m.created_at
+        return (when.timestamp(), sims.get(i, 0.0))
+
+    ordered = sorted(changes, key=newest, reverse=True)
+    propagated_by = {e.source_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
+    certain = all(invalidation_certain(memories[i].text) for i in propagated_by if i in changes)
+    old_best = max((sims.get(i, 0.0) for i in sup | inv), default=0.0)
+    new_best = max((sims.get(i, 0.0) for i in changes), default=0.0)
+    return StaleView(
+        changes=ordered,
+        superseded=sorted(sup, key=lambda i: -sims.get(i, 0.0)),
+        invalidated=sorted(inv, key=lambda i: -sims.get(i, 0.0)),
+        certain=certain,
+        # The query speaks of the old state rather than the change: "since I ride my bike
+        # every day, ..." after a broken leg.
+        premise=old_best >= _PREMISE_MIN
+        and old_best - new_best >= _PREMISE_MARGIN
+        and not _STATE_QUESTION.search(query),
+    )
+
+
+#: A query this similar to an old state (and closer to it than to the change) presupposes it.
+_PREMISE_MIN = 0.3
+#: ...by at least this much more than to the change.
+_PREMISE_MARGIN = 0.1
 
 _SELF = {"self-report", "self report", "user", "self", "your own account"}
 
@@ -45,6 +126,9 @@ class Analysis:
     resolution: Memory | None = None
     """A later confirmation from the user or a verified source that settles the cluster."""
     subject: set[str] = field(default_factory=set)
+    stale: StaleView | None = None
+    """For a stale-state cluster: the change, what it replaces, and whether the query leans
+    on the old state."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -214,6 +298,11 @@ def analyze(
         settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
         resolution=resolution,
         subject=set(graph.subject),
+        stale=(
+            _stale_view(cluster, filled, sims, query)
+            if cluster is not None and cluster.conflict_type is ConflictType.STALE
+            else None
+        ),
     )
 
 
