@@ -35,13 +35,13 @@ from caap.conflict_graph.stale import (
     DEFAULT_DEPENDENCIES,
     DependencyMap,
     Validity,
+    entity_supersessions,
     exclusive_supersessions,
     facet_matrix,
     facet_similarities,
     facets_of,
-    is_change_event,
     is_later,
-    primary_facet,
+    primary_facets,
     propagated_invalidations,
     state_supersessions,
     validity,
@@ -144,7 +144,8 @@ class ConflictGraph:
         self._facet_names = list(self.dependencies.descriptions)
         self._facet_mat = facet_matrix(embedder, self.dependencies)
         self._facets: dict[str, frozenset[str]] = {}
-        self._primary: dict[str, str | None] = {}
+        self._primary: dict[str, frozenset[str]] = {}
+        self._by_facet: dict[str, list[str]] = {}
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -259,7 +260,6 @@ class ConflictGraph:
         self.g.remove_node(memory_id)
         if aspect:
             closed += self._retime(aspect)[1]
-        closed += self._repropagate(None)[1]
         return closed
 
     # -- clusters --------------------------------------------------------------------------
@@ -386,8 +386,12 @@ class ConflictGraph:
         self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
         fsims = facet_similarities(self._facet_mat, self.dependencies, vector)
-        self._facets[memory.id] = facets_of(fsims, self._facet_names)
-        self._primary[memory.id] = primary_facet(fsims, self._facet_names)
+        self._facets[memory.id] = facets_of(
+            fsims, self._facet_names
+        ) | self.dependencies.cued_facets(memory.text)
+        for f in self._facets[memory.id]:
+            self._by_facet.setdefault(f, []).append(memory.id)
+        self._primary[memory.id] = primary_facets(fsims, self._facet_names)
         self.g.add_node(memory.id)
 
     def _prototype_of(self, vector: Vector) -> str | None:
@@ -619,55 +623,72 @@ class ConflictGraph:
         return a is not None and b is not None and a.aspect != b.aspect
 
     def _repropagate(self, new_id: str | None) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
-        """Open the propagated invalidations the dependency map now implies, close the rest.
+        """Keep the cross-aspect stale edges in step with a write (``new_id``) or a removal.
 
-        A full pass runs over the memories on linked facets only, and only when the new
-        memory sits on one (or after a removal); any other write can only lift an
-        invalidation by observing a dependent aspect again, which is checked directly.
+        Incremental: only pairs with the new memory are typed, against the memories that
+        share a life facet with it or sit on a facet linked to its own (an index lookup, not
+        a scan of the user). A new memory in an aspect also lifts the propagated
+        invalidations of that aspect that it post-dates. A removal closes the removed
+        memory's edges (done by :meth:`remove`) and changes nothing else.
         """
-        # Edges this pass owns: every propagated invalidation, and supersessions across
-        # aspects (those within one aspect belong to the timeline pass, _retime).
+        if new_id is None:
+            return [], []
         current = {
             (e.kind, e.source_id, e.target_id): e
             for e in self._edges.values()
             if e.active and self._cross_aspect(e)
         }
-        linked = self.dependencies.linked
-        if new_id is not None and not (self._facets.get(new_id, frozenset()) & linked):
-            new = self._node(new_id)
-            aspect = self._mem[new_id].aspect
-            lifted = []
-            for e in current.values():
-                if e.kind is not EdgeKind.PROPAGATED_INVALIDATION:
-                    continue
-                target = self._mem.get(e.target_id)
-                if target is None or target.aspect != aspect or e.target_id == new_id:
-                    continue
-                if _later_than(new, self._node(e.source_id)):
-                    lifted.append(e)
-            return [], self._close_edges(lifted)
-        ids = [i for i in self._ids if i in self._mem and self._facets.get(i, frozenset()) & linked]
-        nodes = [self._node(i) for i in ids]
-        triggers = {i for i in ids if is_change_event(self._mem[i].text)}
-        if not triggers and not current:
-            return [], []
-        # Peers outside the linked set can still show a dependent aspect's state after the
-        # change; add the dependents' aspect members so the lifting rule sees them.
-        dep_aspects = {self._mem[i].aspect for i in ids if i not in triggers}
-        extra = [i for a in dep_aspects if a for i in self.aspect_members(a) if i not in set(ids)]
-        facets = {i: self._facets.get(i, frozenset()) for i in ids}
-        facets.update({i: frozenset() for i in extra})
-        nodes += [self._node(i) for i in extra]
-        aspects = {n.id: self._mem[n.id].aspect or "" for n in nodes}
-        found = propagated_invalidations(
-            nodes, aspects, facets, self.dependencies, {i: self._primary.get(i) for i in ids}
+        new = self._node(new_id)
+        aspect = self._mem[new_id].aspect
+        lifted = [
+            e
+            for e in current.values()
+            if e.kind is EdgeKind.PROPAGATED_INVALIDATION
+            and e.target_id != new_id
+            and e.target_id in self._mem
+            and self._mem[e.target_id].aspect == aspect
+            and e.source_id in self._mem
+            and _later_than(new, self._node(e.source_id))
+        ]
+        closed = self._close_edges(lifted)
+        for e in lifted:
+            current.pop((e.kind, e.source_id, e.target_id), None)
+        own = self._facets.get(new_id, frozenset())
+        if not own:
+            return [], closed
+        deps = self.dependencies
+        related = set(own)
+        for f in self._primary.get(new_id, frozenset()):
+            related |= deps.dependents(f)
+        related |= {t for t, d in deps.edges.items() if d & own}
+        cand = dict.fromkeys(
+            i for f in related for i in self._by_facet.get(f, ()) if i in self._mem and i != new_id
         )
-        lin = [n for n in nodes if n.id in set(ids)]
-        found += exclusive_supersessions(
-            lin, aspects, facets, _PairSims(self, [n.id for n in lin]), self.config
+        pool = [new, *(self._node(i) for i in cand)]
+        # The lifting rule needs the other members of a candidate's aspect.
+        peer_ids = {
+            i
+            for c in cand
+            for i in self.aspect_members(self._mem[c].aspect or "")
+            if i not in cand and i != new_id
+        }
+        peers = [self._node(i) for i in peer_ids]
+        facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
+        facets.update({n.id: frozenset() for n in peers})
+        aspects = {n.id: self._mem[n.id].aspect or "" for n in (*pool, *peers)}
+        primary = {n.id: self._primary.get(n.id, frozenset()) for n in pool}
+        sims = _PairSims(self, [n.id for n in pool])
+        found = propagated_invalidations(
+            [*pool, *peers], aspects, facets, deps, primary, focus=new_id
+        )
+        found += exclusive_supersessions(pool, aspects, facets, sims, self.config, focus=new_id)
+        # The user's own name names no thing; a token only counts as that name when most
+        # texts carry it (a pet named in two of four chat turns is still a pet).
+        own_name = frozenset(w for w in self._subject if 2 * self._name_df[w] > self._n_texts)
+        found += entity_supersessions(
+            pool, aspects, facets, sims, self.config, own_name, focus=new_id
         )
         wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
-        closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [
             self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
             for key, t in wanted.items()

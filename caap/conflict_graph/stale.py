@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder
+from caap.conflict_graph import _text
 from caap.conflict_graph._prototypes import PROTOTYPES
 from caap.conflict_graph.rules import GraphConfig, Node, PairSimilarity, TimelineEdge, _self_source
 from caap.models import ConflictEdge, EdgeKind
@@ -40,9 +41,13 @@ from caap.models import ConflictEdge, EdgeKind
 __all__ = [
     "DEFAULT_DEPENDENCIES",
     "EXCLUSIVE_FACETS",
+    "FACET_CUES",
     "FACET_DESCRIPTIONS",
     "DependencyMap",
     "Validity",
+    "about_someone_else",
+    "entities",
+    "entity_supersessions",
     "exclusive_supersessions",
     "facet_matrix",
     "facet_similarities",
@@ -50,7 +55,7 @@ __all__ = [
     "invalidation_certain",
     "is_change_event",
     "is_later",
-    "primary_facet",
+    "primary_facets",
     "propagated_invalidations",
     "state_supersessions",
     "validity",
@@ -65,7 +70,8 @@ FACET_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "residence": "lives in Seattle; lives in an apartment downtown; moved to a new city; "
         "signed a lease on a flat; bought a house; their home address",
         "commute": "cycles to work every day; takes the bus to the office; drives to work; "
-        "walks to the office; commutes by train",
+        "drives in every morning on the motorway; walks to the office; commutes by train; "
+        "takes the tram; gets a lift from a colleague",
         "exercise": "runs every morning; goes to the gym; swims laps; plays tennis on "
         "weekends; training for a marathon; goes to yoga classes",
         "travel": "travels abroad; takes flights for work; goes on a road trip; books hotels "
@@ -92,12 +98,14 @@ FACET_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "had surgery; is in a cast; walks on crutches",
         "diagnosis": "diagnosed with diabetes; found out she is pregnant; has high blood "
         "pressure; has celiac disease; the doctor said to cut out salt",
-        "vehicle": "sold the car; bought a new car; owns a motorbike; the car was stolen; "
-        "driving licence suspended",
+        "vehicle": "drives a 2015 Toyota; sold the car; bought a new car; owns a motorbike; "
+        "the car was stolen; driving licence suspended",
         "family_status": "got married; got divorced; separated from a partner; had a baby; a "
         "parent moved in; a relative passed away",
         "local_places": "a favourite neighbourhood cafe; the local climbing gym; the park near "
         "home; a bar down the street; a local restaurant",
+        "pets": "has a cat named Luna; adopted a rescue dog; walks the dog twice a day; the "
+        "dog passed away; feeds the cat; a pet sitter",
         "hobbies": "plays guitar in a band; reads novels; plays video games; knits and "
         "paints; plays chess; collects vinyl records",
         "social_life": "goes out with friends on Fridays; hosts dinner parties; meets friends "
@@ -109,9 +117,19 @@ FACET_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     }
 )
 
+#: Lexical cues that place a memory on a facet whatever the embedding says: how someone gets
+#: to work is said in very few ways.
+FACET_CUES: Mapping[str, str] = MappingProxyType(
+    {
+        "commute": r"\b(?:commut\w*|(?:drive|drives|drove|driving|cycle|cycles|cycling|bike|"
+        r"bikes|biking|ride|rides|riding|walk|walks|walking)\s+(?:in\s+)?to\s+(?:the\s+)?"
+        r"(?:work|office|job|site|plant|warehouse|factory|shop|store|hospital|school|campus)\b)",
+    }
+)
+
 #: Facets that hold one value at a time: a newer reported change on one of them supersedes an
 #: older memory on the same facet even when the graph filed the two under different aspects.
-EXCLUSIVE_FACETS = frozenset({"residence", "employment", "commute", "work_schedule"})
+EXCLUSIVE_FACETS = frozenset({"residence", "employment", "commute", "work_schedule", "vehicle"})
 
 
 class DependencyMap:
@@ -127,16 +145,22 @@ class DependencyMap:
             embedding similarity (default :data:`FACET_DESCRIPTIONS`). Every facet named in
             ``edges`` needs one.
 
+        cues: Facet name -> a regular expression; a memory whose text matches it sits on
+            that facet whatever its embedding says (default :data:`FACET_CUES`). Lexical cues
+            catch what a small embedding model misses ("drive to the warehouse" is a commute).
+
     Raises:
-        ValueError: a facet in ``edges`` has no description, or a facet depends on itself.
+        ValueError: a facet in ``edges`` has no description, a facet depends on itself, or a
+            cue is not a valid regular expression.
     """
 
-    __slots__ = ("_descriptions", "_edges")
+    __slots__ = ("_cues", "_descriptions", "_edges")
 
     def __init__(
         self,
         edges: Mapping[str, Iterable[str]],
         descriptions: Mapping[str, str] | None = None,
+        cues: Mapping[str, str] | None = None,
     ) -> None:
         desc = dict(FACET_DESCRIPTIONS if descriptions is None else descriptions)
         for name, text in desc.items():
@@ -161,8 +185,26 @@ class DependencyMap:
             if trigger in dset:
                 raise ValueError(f"facet {trigger!r} cannot depend on itself")
             frozen[trigger] = frozen.get(trigger, frozenset()) | dset
+        compiled: dict[str, re.Pattern[str]] = {}
+        for name, rx in dict(FACET_CUES if cues is None else cues).items():
+            if name not in desc:
+                raise ValueError(f"cue for facet {name!r}, which has no description")
+            try:
+                compiled[name] = re.compile(rx, re.I)
+            except (re.error, TypeError) as exc:
+                raise ValueError(f"cue for facet {name!r} is not a valid pattern: {exc}") from None
         self._edges: Mapping[str, frozenset[str]] = MappingProxyType(frozen)
         self._descriptions: Mapping[str, str] = MappingProxyType(desc)
+        self._cues: Mapping[str, re.Pattern[str]] = MappingProxyType(compiled)
+
+    @property
+    def cues(self) -> Mapping[str, re.Pattern[str]]:
+        """Facet name -> compiled lexical cue (read-only)."""
+        return self._cues
+
+    def cued_facets(self, text: str) -> frozenset[str]:
+        """The facets whose lexical cue ``text`` matches."""
+        return frozenset(f for f, rx in self._cues.items() if rx.search(text))
 
     @property
     def edges(self) -> Mapping[str, frozenset[str]]:
@@ -200,6 +242,7 @@ class DependencyMap:
         self,
         edges: Mapping[str, Iterable[str]],
         descriptions: Mapping[str, str] | None = None,
+        cues: Mapping[str, str] | None = None,
     ) -> DependencyMap:
         """A new map with more dependencies (and new facets' descriptions) added.
 
@@ -217,7 +260,11 @@ class DependencyMap:
                     f"dependents of {t!r} must be a collection of facet names, not the string {d!r}"
                 )
             merged.setdefault(t, set()).update(d)
-        return DependencyMap(merged, {**self.descriptions, **dict(descriptions or {})})
+        return DependencyMap(
+            merged,
+            {**self.descriptions, **dict(descriptions or {})},
+            {**{f: rx.pattern for f, rx in self._cues.items()}, **dict(cues or {})},
+        )
 
 
 #: The default map. Physical limits change how someone can move; where someone lives changes
@@ -276,8 +323,8 @@ def facets_of(
     sims: Sequence[float] | npt.NDArray[np.float32],
     names: Sequence[str],
     *,
-    minimum: float = 0.45,
-    margin: float = 0.1,
+    minimum: float = 0.35,
+    margin: float = 0.08,
 ) -> frozenset[str]:
     """The facets a memory sits on, from its similarity to each facet description.
 
@@ -293,17 +340,16 @@ def facets_of(
     return frozenset(n for n, s in zip(names, sims, strict=True) if float(s) >= floor)
 
 
-def primary_facet(
-    sims: Sequence[float] | npt.NDArray[np.float32], names: Sequence[str], *, minimum: float = 0.45
-) -> str | None:
-    """The one facet a memory is most about (``None`` below ``minimum``): a change is a
-    trigger on this facet only."""
-    if len(sims) != len(names):
-        raise ValueError(f"got {len(sims)} similarities for {len(names)} facet names")
-    if not len(names):
-        return None
-    best = int(np.argmax(np.asarray(sims)))
-    return names[best] if float(sims[best]) >= minimum else None
+def primary_facets(
+    sims: Sequence[float] | npt.NDArray[np.float32],
+    names: Sequence[str],
+    *,
+    minimum: float = 0.35,
+    margin: float = 0.03,
+) -> frozenset[str]:
+    """The facets a memory is most about: the best one and any in a near tie with it (at
+    least ``minimum``). A change is a trigger on these only, not on every facet it touches."""
+    return facets_of(sims, names, minimum=minimum, margin=margin)
 
 
 def is_later(newer: Node, older: Node) -> bool | None:
@@ -404,6 +450,93 @@ def state_supersessions(
     return out
 
 
+_WEEKDAYS = frozenset(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+)
+_OTHER_PERSON = re.compile(
+    rf"^\s*(?:my|our)\s+(?:[\w'-]+\s+)?{_text._PERSON_NOUN}\b(?!\s+and\s+I\b)", re.I
+)
+
+
+def about_someone_else(text: str) -> bool:
+    """The statement is about another person ("My brother moved to Denver"), not the user:
+    its changes are not the user's, and its states are not the user's to replace."""
+    return bool(_OTHER_PERSON.search(text))
+
+
+def entities(text: str) -> frozenset[str]:
+    """Named things a text mentions: capitalised words that are not function words, months,
+    weekdays or "I" ("Miso", "Civic", "Portland")."""
+    out = set()
+    for w in re.findall(r"\b([A-Z][\w'-]+)", text):
+        low = w.lower().removesuffix("'s")
+        if low in _text.STOPWORDS or low in _text.MONTHS or low in _WEEKDAYS or len(low) < 3:
+            continue
+        out.add(low)
+    return frozenset(out)
+
+
+def _partners(pool: Sequence[Node], change: Node, focus: str | None) -> Sequence[Node]:
+    """The nodes to pair with ``change``: all of ``pool``, or only the focus node when a
+    focus is set and ``change`` is not it (incremental use: only pairs with the new memory)."""
+    if focus is None or change.id == focus:
+        return pool
+    return [n for n in pool if n.id == focus]
+
+
+def entity_supersessions(
+    nodes: Sequence[Node],
+    aspects: Mapping[str, str],
+    facets: Mapping[str, frozenset[str]],
+    sim: PairSimilarity | Mapping[tuple[str, str], float],
+    cfg: GraphConfig,
+    subject: frozenset[str] = frozenset(),
+    focus: str | None = None,
+) -> list[TimelineEdge]:
+    """Type I across aspects, by the thing named: a later reported change that names the same
+    entity as an earlier memory and sits on a life facet with it ("Miso passed away" after
+    "my cat Miso sleeps on my keyboard") replaces it. Same conditions as
+    :func:`state_supersessions` otherwise; the user's own name is not an entity. With
+    ``focus``, only pairs that include that node are returned.
+    """
+    skip = {s.lower() for s in subject}
+    own = [
+        n
+        for n in nodes
+        if _self_source(n.source) and not n.context and not about_someone_else(n.text)
+    ]
+    ents = {n.id: entities(n.text) - skip for n in own}
+    out: list[TimelineEdge] = []
+    for change in own:
+        if not ents[change.id] or not is_change_event(change.text):
+            continue
+        for old in _partners(own, change, focus):
+            if old.id == change.id or aspects.get(old.id) == aspects.get(change.id):
+                continue
+            shared = ents[change.id] & ents[old.id]
+            if not shared or not (
+                facets.get(change.id, frozenset()) & facets.get(old.id, frozenset())
+            ):
+                continue
+            if is_later(change, old) is not True:
+                continue
+            if old.extraction.returns or change.extraction.returns:
+                continue
+            if sim.get((change.id, old.id), 0.0) >= cfg.corroborate:
+                continue
+            out.append(
+                TimelineEdge(
+                    EdgeKind.SUPERSEDES,
+                    change.id,
+                    old.id,
+                    f"a later reported change about {', '.join(sorted(shared))} replaces this",
+                    valid_at=change.when,
+                    invalid_at=change.when,
+                )
+            )
+    return out
+
+
 def exclusive_supersessions(
     nodes: Sequence[Node],
     aspects: Mapping[str, str],
@@ -411,14 +544,20 @@ def exclusive_supersessions(
     sim: PairSimilarity | Mapping[tuple[str, str], float],
     cfg: GraphConfig,
     exclusive: frozenset[str] = EXCLUSIVE_FACETS,
+    focus: str | None = None,
 ) -> list[TimelineEdge]:
     """Type I across aspects: a reported change on a one-value facet (where someone lives,
     works, how they commute) supersedes earlier memories on that facet filed under another
     aspect. The same conditions as :func:`state_supersessions` apply (own statements, no
     stated condition, strictly later, not the same value); a later "went back" on the facet
-    makes it a reversal, and nothing is drawn for that facet.
+    makes it a reversal, and nothing is drawn for that facet. With ``focus``, only pairs
+    that include that node are returned.
     """
-    own = [n for n in nodes if _self_source(n.source) and not n.context]
+    own = [
+        n
+        for n in nodes
+        if _self_source(n.source) and not n.context and not about_someone_else(n.text)
+    ]
     out: list[TimelineEdge] = []
     for facet in sorted(exclusive):
         on = [n for n in own if facet in facets.get(n.id, frozenset())]
@@ -429,7 +568,7 @@ def exclusive_supersessions(
         if any(n.extraction.returns for n in on if is_later(n, first) is not False):
             continue
         for change in changes:
-            for old in on:
+            for old in _partners(on, change, focus):
                 if old.id == change.id or aspects.get(old.id) == aspects.get(change.id):
                     continue
                 if is_later(change, old) is not True:
@@ -454,12 +593,13 @@ def propagated_invalidations(
     aspects: Mapping[str, str],
     facets: Mapping[str, frozenset[str]],
     deps: DependencyMap,
-    primary: Mapping[str, str | None] | None = None,
+    primary: Mapping[str, frozenset[str]] | None = None,
+    focus: str | None = None,
 ) -> list[TimelineEdge]:
     """Type II: a change on a trigger facet invalidates earlier memories on dependent facets.
 
-    ``aspects`` and ``facets`` give each node's aspect and life facets; ``primary`` the one
-    facet each is most about (a change triggers on that facet only; default: on all of its
+    ``aspects`` and ``facets`` give each node's aspect and life facets; ``primary`` the
+    facets each is most about (a change triggers on those only; default: on all of its
     facets). An edge ``change -> memory`` is drawn when all hold:
 
     - the change is the user's own statement reporting a change (:func:`is_change_event`) and
@@ -469,7 +609,8 @@ def propagated_invalidations(
     - the memory's aspect was not observed again after the change: a later memory of that
       aspect shows its state after the change, which lifts the invalidation.
 
-    Memories on facets the map does not link are never touched.
+    Memories on facets the map does not link are never touched. With ``focus``, only pairs
+    that include that node are returned.
     """
     by_aspect: dict[str, list[Node]] = {}
     for n in nodes:
@@ -477,16 +618,17 @@ def propagated_invalidations(
     out: list[TimelineEdge] = []
     for change in nodes:
         if primary is not None:
-            p = primary.get(change.id)
-            trig = frozenset([p]) if p else frozenset()
+            trig = primary.get(change.id, frozenset())
         else:
             trig = facets.get(change.id, frozenset())
         if not trig or not _self_source(change.source) or not is_change_event(change.text):
             continue
+        if about_someone_else(change.text):
+            continue
         reach = frozenset().union(*(deps.dependents(t) for t in trig))
         if not reach:
             continue
-        for old in nodes:
+        for old in _partners(nodes, change, focus):
             if old.id == change.id or aspects.get(old.id) == aspects.get(change.id):
                 continue
             own = facets.get(old.id, frozenset())
