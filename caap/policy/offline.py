@@ -172,7 +172,12 @@ def _decide_propagated(a: Analysis, make: Callable[..., Decision]) -> Decision:
     change states how far it reaches, do not silently drop the habit or keep it."""
     s = a.stale
     assert s is not None
-    change = short(a.text(s.changes[0]), 14) if s.changes else "a later change"
+    # Name every change that reaches the habit (an injury and a move may both).
+    change = (
+        "' or '".join(short(a.text(i), 14) for i in s.changes[:2])
+        if s.changes
+        else "a later change"
+    )
     habit = short(a.text(s.invalidated[0]), 14)
     premise = " The query presupposes the earlier habit." if s.premise else ""
     if s.certain:
