@@ -46,6 +46,7 @@ from caap.conflict_graph.stale import (
     state_supersessions,
     validity,
 )
+from caap.conflict_graph.stale_llm import InvalidationClassifier
 from caap.models import (
     ConflictCluster,
     ConflictEdge,
@@ -108,6 +109,9 @@ class ConflictGraph:
         config: Thresholds.
         dependencies: Which life facets depend on which, for propagated invalidation
             (default :data:`caap.conflict_graph.stale.DEFAULT_DEPENDENCIES`).
+        classifier: Optional judge (e.g. an
+            :class:`~caap.conflict_graph.stale_llm.LLMInvalidationClassifier`) that may veto
+            the stale-state edges the rules propose across aspects; it never adds one.
     """
 
     def __init__(
@@ -118,6 +122,7 @@ class ConflictGraph:
         extractor: Extractor | None = None,
         config: GraphConfig | None = None,
         dependencies: DependencyMap | None = None,
+        classifier: InvalidationClassifier | None = None,
     ) -> None:
         self.user_id = user_id
         self.embedder = embedder
@@ -141,6 +146,7 @@ class ConflictGraph:
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
         self.dependencies = dependencies if dependencies is not None else DEFAULT_DEPENDENCIES
+        self.classifier = classifier
         self._facet_names = list(self.dependencies.descriptions)
         self._facet_mat = facet_matrix(embedder, self.dependencies)
         self._facets: dict[str, frozenset[str]] = {}
@@ -689,11 +695,24 @@ class ConflictGraph:
             pool, aspects, facets, sims, self.config, own_name, focus=new_id
         )
         wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
-        added = [
-            self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
-            for key, t in wanted.items()
-            if key not in current
-        ]
+        added = []
+        for key, t in wanted.items():
+            if key in current:
+                continue
+            evidence = t.evidence
+            if self.classifier is not None:
+                verdict = self.classifier.classify(
+                    self._mem[t.source_id].text, self._mem[t.target_id].text
+                )
+                if verdict is None:
+                    evidence += " (classifier unavailable; kept by the rules)"
+                elif verdict.relation == "none":
+                    continue
+                else:
+                    evidence += f"; confirmed by the classifier: {verdict.reason}".rstrip(": ")
+            added.append(
+                self._new_edge(t.kind, t.source_id, t.target_id, evidence, t.valid_at, t.invalid_at)
+            )
         return added, closed
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:

@@ -118,3 +118,49 @@ def test_agent_persists_stale_edges_and_recall_brings_the_change(
         texts = [m.text for m in recall.memories]
         assert any("bike" in t or "cycle" in t for t in texts)
         assert any("broke my leg" in t for t in texts)
+
+
+def _classifier(reply: str | Exception) -> Any:
+    from caap.conflict_graph.stale_llm import LLMInvalidationClassifier
+    from caap.llm import FunctionModel
+
+    def fn(messages: Any, schema: Any) -> str:
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    return LLMInvalidationClassifier(FunctionModel(fn, name="scripted"))
+
+
+def test_classifier_can_veto_a_proposed_edge_but_not_add_one(embedder: Any) -> None:
+    veto = _classifier('{"relation": "none", "certain": false, "reason": "unrelated"}')
+    g = _graph(embedder, HISTORY, classifier=veto)
+    assert not _pairs(g, EdgeKind.PROPAGATED_INVALIDATION)
+    assert not any(e.kind is EdgeKind.SUPERSEDES and e.source_id == "pdx" for e in g.edges())
+    # Every question named both statements, older and newer.
+    calls = veto.model.calls
+    assert calls and all(
+        "OLDER:" in c[-1]["content"] and "NEWER:" in c[-1]["content"] for c in calls
+    )
+    # A "yes" on everything adds nothing the rules did not propose.
+    yes = _classifier('{"relation": "propagated_invalidation", "certain": false, "reason": "r"}')
+    g2 = _graph(embedder, HISTORY, classifier=yes)
+    assert _pairs(g2, EdgeKind.PROPAGATED_INVALIDATION) == _pairs(
+        _graph(embedder, HISTORY), EdgeKind.PROPAGATED_INVALIDATION
+    )
+    assert all(
+        "confirmed by the classifier" in e.evidence
+        for e in g2.edges()
+        if e.kind is EdgeKind.PROPAGATED_INVALIDATION
+    )
+
+
+def test_classifier_failure_keeps_the_rules_answer(embedder: Any) -> None:
+    from caap.llm import LLMTimeout
+
+    broken = _classifier(LLMTimeout("no answer in 5 s"))
+    g = _graph(embedder, HISTORY, classifier=broken)
+    edges = [e for e in g.edges() if e.kind is EdgeKind.PROPAGATED_INVALIDATION]
+    assert ("leg", "bike") in {(e.source_id, e.target_id) for e in edges}
+    assert all("classifier unavailable" in e.evidence for e in edges)
+    assert broken.last_error is not None and broken.last_error.kind == "timeout"
