@@ -23,6 +23,7 @@ from caap.adapters.registry import get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig
+from caap.conflict_graph.stale import DependencyMap
 from caap.conflict_graph.store import GraphStore, StoredMemory
 from caap.models import (
     FACETS,
@@ -77,6 +78,8 @@ class Agent:
         backend_options: Keyword arguments for a backend given by name.
         llm: ``None`` for the offline policy backbone, or a model for the LLM backbone
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
+        dependencies: Facet dependency map for propagated invalidation, used by the graph and
+            the policy (default: :data:`caap.conflict_graph.DEFAULT_DEPENDENCIES`).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Agent:
         config: GraphConfig | None = None,
         backend_options: Mapping[str, Any] | None = None,
         llm: str | Any | None = None,
+        dependencies: DependencyMap | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -114,6 +118,7 @@ class Agent:
         self._graphs: dict[str, ConflictGraph] = {}
         self._lock = threading.RLock()
         self._llm = llm
+        self.dependencies = dependencies
         self._policy: Any = None
 
     @property
@@ -122,7 +127,12 @@ class Agent:
         if self._policy is None:
             from caap.policy import CaapPolicy
 
-            self._policy = CaapPolicy(self._llm, embedder=self.embedder, config=self.config)
+            self._policy = CaapPolicy(
+                self._llm,
+                embedder=self.embedder,
+                config=self.config,
+                dependencies=self.dependencies,
+            )
         return self._policy
 
     # -- writing ---------------------------------------------------------------------------
@@ -383,7 +393,13 @@ class Agent:
         graph = self._graphs.get(user_id)
         if graph is not None:
             return graph
-        graph = ConflictGraph(user_id, self.embedder, extractor=self.extractor, config=self.config)
+        graph = ConflictGraph(
+            user_id,
+            self.embedder,
+            extractor=self.extractor,
+            config=self.config,
+            dependencies=self.dependencies,
+        )
         stored = self.store.memories(user_id)
         for sm in stored:
             graph.load(sm.memory, sm.vector, inferred=sm.inferred)

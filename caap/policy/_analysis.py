@@ -17,7 +17,7 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
-from caap.conflict_graph.stale import invalidation_certain
+from caap.conflict_graph.stale import DependencyMap, invalidation_certain
 from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 
 __all__ = ["Analysis", "StaleView", "analyze"]
@@ -192,11 +192,13 @@ def analyze(
     max_view: int = 14,
     max_memories: int = 48,
     vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+    dependencies: DependencyMap | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
     ``vectors`` may hold value embeddings a graph already computed (memory id -> vector);
-    when it covers every memory nothing is re-embedded but the query.
+    when it covers every memory nothing is re-embedded but the query. ``dependencies`` is
+    the facet dependency map for propagated invalidation (default: the built-in one).
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -220,7 +222,7 @@ def analyze(
         by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
-    graph = ConflictGraph(user, embedder, config=config)
+    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies)
     known = None
     if vectors is not None and all(i in vectors for i in by_id):
         known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph.rules import GraphConfig
+from caap.conflict_graph.stale import DependencyMap
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
 from caap.models import Action, ConflictType, Decision, Memory, Response, RiskTier
 from caap.policy._analysis import Analysis, analyze
@@ -92,6 +93,7 @@ class CaapPolicy:
             :class:`~caap.llm.ChatModel`) for the LLM backbone.
         embedder: Sentence embedder (default: the packaged all-MiniLM-L6-v2).
         config: Conflict-graph thresholds.
+        dependencies: Facet dependency map for propagated invalidation (default: built in).
     """
 
     def __init__(
@@ -100,10 +102,12 @@ class CaapPolicy:
         *,
         embedder: Embedder | None = None,
         config: GraphConfig | None = None,
+        dependencies: DependencyMap | None = None,
     ) -> None:
         self.model: ChatModel | None = infer_model(model) if model is not None else None
         self.embedder = embedder or get_embedder()
         self.config = config
+        self.dependencies = dependencies
         self.name = "caap" if self.model is None else f"caap:{self.model.name}"
 
     # -- stages ----------------------------------------------------------------------------
@@ -116,7 +120,14 @@ class CaapPolicy:
     ) -> Analysis:
         """Build the evidence view the decision is made from (``vectors``: value embeddings
         already computed by a graph, so they are not computed again)."""
-        return analyze(memories, query, self.embedder, config=self.config, vectors=vectors)
+        return analyze(
+            memories,
+            query,
+            self.embedder,
+            config=self.config,
+            vectors=vectors,
+            dependencies=self.dependencies,
+        )
 
     def decide(
         self, memories: Sequence[Memory], query: str, *, analysis: Analysis | None = None

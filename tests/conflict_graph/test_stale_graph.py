@@ -164,3 +164,20 @@ def test_classifier_failure_keeps_the_rules_answer(embedder: Any) -> None:
     assert ("leg", "bike") in {(e.source_id, e.target_id) for e in edges}
     assert all("classifier unavailable" in e.evidence for e in edges)
     assert broken.last_error is not None and broken.last_error.kind == "timeout"
+
+
+def test_agent_hands_its_dependency_map_to_graph_and_policy(embedder: Any, tmp_path: Path) -> None:
+    rows = [r for r in HISTORY if r[0] in ("bike", "bass", "leg")]
+    query = "Since I ride my bike to work every day, plan my bike maintenance for next month."
+    with Agent(tmp_path / "d", embedder=embedder) as agent:
+        for _, text, when in rows:
+            agent.remember(text, "u", observed_at=when)
+        linked = agent.respond(query, "u")
+    no_injury = DependencyMap({"residence": ["commute"]})
+    with Agent(tmp_path / "n", embedder=embedder, dependencies=no_injury) as agent:
+        for _, text, when in rows:
+            agent.remember(text, "u", observed_at=when)
+        assert not any(e.kind is EdgeKind.PROPAGATED_INVALIDATION for e in agent.graph("u").edges())
+        unlinked = agent.respond(query, "u")
+    assert linked.decision.conflict_type is ConflictType.STALE
+    assert unlinked.decision.conflict_type is not ConflictType.STALE
