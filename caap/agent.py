@@ -29,6 +29,7 @@ from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
+from caap.conflict_graph.stale import DependencyMap
 from caap.conflict_graph.store import ConflictGraphStore, StoredMemory, open_store
 from caap.models import (
     FACETS,
@@ -100,6 +101,8 @@ class Agent:
         reliability_recalibrate_after: Once a user has this many confirmed source outcomes,
             their threshold is recalibrated (F0.5) on how the model predicted each outcome
             before learning it; ``None`` keeps ``reliability_threshold``.
+        dependencies: Facet dependency map for propagated invalidation, used by the graph and
+            the policy (default: :data:`caap.conflict_graph.DEFAULT_DEPENDENCIES`).
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class Agent:
         store: str | Path | ConflictGraphStore[Any] | None = None,
         reliability_threshold: float = 0.5,
         reliability_recalibrate_after: int | None = 20,
+        dependencies: DependencyMap | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -156,6 +160,7 @@ class Agent:
         self._graphs: dict[str, ConflictGraph] = {}
         self._lock = threading.RLock()
         self._llm = llm
+        self.dependencies = dependencies
         self._policy: Any = None
         self._reliability: dict[str, ReliabilityModel] = {}
 
@@ -165,7 +170,12 @@ class Agent:
         if self._policy is None:
             from caap.policy import CaapPolicy
 
-            self._policy = CaapPolicy(self._llm, embedder=self.embedder, config=self.config)
+            self._policy = CaapPolicy(
+                self._llm,
+                embedder=self.embedder,
+                config=self.config,
+                dependencies=self.dependencies,
+            )
         return self._policy
 
     # -- writing ---------------------------------------------------------------------------
@@ -450,7 +460,13 @@ class Agent:
         graph = self._graphs.get(user_id)
         if graph is not None:
             return graph
-        graph = ConflictGraph(user_id, self.embedder, extractor=self.extractor, config=self.config)
+        graph = ConflictGraph(
+            user_id,
+            self.embedder,
+            extractor=self.extractor,
+            config=self.config,
+            dependencies=self.dependencies,
+        )
         stored = self.store.memories(user_id)
         for sm in stored:
             graph.load(sm.memory, sm.vector, inferred=sm.inferred)

@@ -266,6 +266,30 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- probe-stale -------------------------------------------------------------------------------
+
+
+def _cmd_probe_stale(args: argparse.Namespace) -> int:
+    from caap.benchmark.stale import run_stale_probes
+
+    report = run_stale_probes(
+        dataset=_dataset(args.dataset),
+        backend=args.backend,
+        policy=args.policy,
+        policy_args=_policy_args(args.policy_arg),
+        k=args.k,
+        out=args.out,
+        progress=not args.quiet,
+    )
+    print(f"stale-state probes: policy={report.policy['name']} backend={report.backend}")
+    print(report.table())
+    errors = sum(r.error is not None for r in report.results)
+    if errors:
+        print(f"{errors} probe(s) failed with an error; see the report")
+    print(f"wrote {Path(args.out) / 'stale_report.json'}")
+    return 0
+
+
 # -- list --------------------------------------------------------------------------------------
 
 
@@ -367,6 +391,26 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(handler=_guarded(_cmd_ablation))
+
+    p = sub.add_parser(
+        "probe-stale",
+        help="stale-state probes: state resolution, premise resistance, implicit adaptation",
+    )
+    p.add_argument(
+        "--dataset", metavar="PATH", help="a .jsonl file or directory (default: the shipped set)"
+    )
+    p.add_argument("--backend", default="builtin", metavar="NAME", help="memory backend")
+    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name")
+    p.add_argument(
+        "--policy-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="argument for the policy factory (VALUE parsed as JSON when it can be); repeatable",
+    )
+    p.add_argument("--k", type=_positive, default=10, help="recall size (default 10)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where stale_report.json goes")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_guarded(_cmd_probe_stale))
 
     p = sub.add_parser("list", help="registered policies, judges and backends")
     p.set_defaults(handler=_guarded(_cmd_list))

@@ -11,12 +11,15 @@ from caap.conflict_graph.reliability import (
     ReliabilityModel,
 )
 from caap.conflict_graph.rules import GraphConfig, dominant_type, read_timeline, risk_tier
+from caap.conflict_graph.stale import DEFAULT_DEPENDENCIES, DependencyMap, Validity
 from caap.conflict_graph.store import ConflictGraphStore, GraphStore, StoredMemory, open_store
 
 __all__ = [
+    "DEFAULT_DEPENDENCIES",
     "AnswerSpace",
     "ConflictGraph",
     "ConflictGraphStore",
+    "DependencyMap",
     "Extraction",
     "Extractor",
     "GraphConfig",
@@ -27,6 +30,7 @@ __all__ = [
     "PostgresGraphStore",
     "ReliabilityModel",
     "StoredMemory",
+    "Validity",
     "WriteResult",
     "dominant_type",
     "open_store",

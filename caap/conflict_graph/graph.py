@@ -35,6 +35,22 @@ from caap.conflict_graph.rules import (
     read_timeline,
     risk_tier,
 )
+from caap.conflict_graph.stale import (
+    DEFAULT_DEPENDENCIES,
+    DependencyMap,
+    Validity,
+    entity_supersessions,
+    exclusive_supersessions,
+    facet_matrix,
+    facet_similarities,
+    facets_of,
+    is_later,
+    primary_facets,
+    propagated_invalidations,
+    state_supersessions,
+    validity,
+)
+from caap.conflict_graph.stale_llm import InvalidationClassifier
 from caap.models import (
     ConflictCluster,
     ConflictEdge,
@@ -95,6 +111,11 @@ class ConflictGraph:
         embedder: Sentence embedder for memory values.
         extractor: Facet extractor; the offline one by default.
         config: Thresholds.
+        dependencies: Which life facets depend on which, for propagated invalidation
+            (default :data:`caap.conflict_graph.stale.DEFAULT_DEPENDENCIES`).
+        classifier: Optional judge (e.g. an
+            :class:`~caap.conflict_graph.stale_llm.LLMInvalidationClassifier`) that may veto
+            the stale-state edges the rules propose across aspects; it never adds one.
     """
 
     def __init__(
@@ -104,6 +125,8 @@ class ConflictGraph:
         *,
         extractor: Extractor | None = None,
         config: GraphConfig | None = None,
+        dependencies: DependencyMap | None = None,
+        classifier: InvalidationClassifier | None = None,
     ) -> None:
         self.user_id = user_id
         self.embedder = embedder
@@ -135,6 +158,13 @@ class ConflictGraph:
         # Document frequency of capitalised tokens, kept incrementally (no rescans).
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
+        self.dependencies = dependencies if dependencies is not None else DEFAULT_DEPENDENCIES
+        self.classifier = classifier
+        self._facet_names = list(self.dependencies.descriptions)
+        self._facet_mat = facet_matrix(embedder, self.dependencies)
+        self._facets: dict[str, frozenset[str]] = {}
+        self._primary: dict[str, frozenset[str]] = {}
+        self._by_facet: dict[str, list[str]] = {}
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -218,6 +248,21 @@ class ConflictGraph:
     def extraction(self, memory_id: str) -> Extraction:
         """The facets the extractor read from a memory's text."""
         return self._ext[memory_id]
+
+    def life_facets(self, memory_id: str) -> frozenset[str]:
+        """The life facets of the dependency map a memory sits on (may be empty)."""
+        return self._facets.get(memory_id, frozenset())
+
+    def validity(self, memory_id: str) -> Validity:
+        """How long a memory's state held: what supersedes or invalidates it, and since when.
+
+        A superseded memory is closed in world time (``invalid_at``), never deleted.
+        """
+        m = self._mem[memory_id]
+        incident = [
+            self._edges[k] for a, b, k in self.g.edges([memory_id], keys=True) if k in self._edges
+        ]
+        return validity(memory_id, m.observed_at, incident)
 
     # -- writing ---------------------------------------------------------------------------
     def add(self, memory: Memory, *, vector: Vector | None = None) -> WriteResult:
@@ -329,6 +374,22 @@ class ConflictGraph:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
         ids = [i for i in ids if i in self._mem]
         idset = set(ids)
+        # A change in another aspect that invalidates one of these memories belongs to the
+        # cluster: without it the policy would see the old habit and not why it is stale.
+        for _, _, k in list(self.g.edges(ids, keys=True)):
+            e = self._edges.get(k)
+            if e is None or not e.active:
+                continue
+            if e.kind is EdgeKind.PROPAGATED_INVALIDATION and e.target_id in idset:
+                add = e.source_id
+            elif e.kind is EdgeKind.SUPERSEDES:
+                # A supersession filed across two aspects is one aspect's history.
+                add = e.target_id if e.source_id in idset else e.source_id
+            else:
+                continue
+            if add not in idset:
+                ids.append(add)
+                idset.add(add)
         # Walk the networkx adjacency of these memories only (active edges live there),
         # rather than every edge of the user.
         keys = {k for a, b, k in self.g.edges(ids, keys=True) if a in idset and b in idset}
@@ -359,7 +420,11 @@ class ConflictGraph:
             for m in mems:
                 sides.setdefault(m.context or "no condition stated", []).append(m.id)
             unresolved = "which context applies: " + " / ".join(sides)
-        elif ctype in (ConflictType.BOC, ConflictType.STALE):
+        elif ctype is ConflictType.STALE:
+            sides = _stale_sides(ids, edges)
+            reversal_count = self._timeline(ids).reversals
+            unresolved = "whether the earlier state still holds"
+        elif ctype is ConflictType.BOC:
             reading = self._timeline(ids)
             for p in reading.phases:
                 label = f"phase {len(sides) + 1}"
@@ -367,11 +432,7 @@ class ConflictGraph:
                 if p.duration:
                     durations.append(p.duration)
             reversal_count = reading.reversals
-            unresolved = (
-                "which phase is current and what triggers a switch"
-                if ctype is ConflictType.BOC
-                else "whether the earlier state still holds"
-            )
+            unresolved = "which phase is current and what triggers a switch"
         return ConflictCluster(
             id=f"{self.user_id}::{aspect}",
             user_id=self.user_id,
@@ -429,6 +490,13 @@ class ConflictGraph:
         self._n_rows = row + 1
         self._row[memory.id] = row
         self._proto[memory.id] = self._prototype_of(vector)
+        fsims = facet_similarities(self._facet_mat, self.dependencies, vector)
+        self._facets[memory.id] = facets_of(
+            fsims, self._facet_names
+        ) | self.dependencies.cued_facets(memory.text)
+        for f in self._facets[memory.id]:
+            self._by_facet.setdefault(f, []).append(memory.id)
+        self._primary[memory.id] = primary_facets(fsims, self._facet_names)
         self.g.add_node(memory.id)
 
     def _touch(self, aspect: str | None) -> None:
@@ -493,7 +561,10 @@ class ConflictGraph:
             kind, evidence = found
             new.append(self._new_edge(kind, memory.id, other_id, evidence))
         added, closed = self._retime(aspect)
-        return WriteResult(memory, inferred, vector, new + added, closed, relabeled)
+        p_added, p_closed = self._repropagate(memory.id)
+        return WriteResult(
+            memory, inferred, vector, new + added + p_added, closed + p_closed, relabeled
+        )
 
     def _joinable_aspects(
         self, neighbours: list[tuple[str, float]], proto: str | None
@@ -663,6 +734,101 @@ class ConflictGraph:
             and bool({"time", "return", "change"} & set(self._ext[memory_id].cues))
         )
 
+    def _cross_aspect(self, e: ConflictEdge) -> bool:
+        if e.kind is EdgeKind.PROPAGATED_INVALIDATION:
+            return True
+        if e.kind is not EdgeKind.SUPERSEDES:
+            return False
+        a, b = self._mem.get(e.source_id), self._mem.get(e.target_id)
+        return a is not None and b is not None and a.aspect != b.aspect
+
+    def _repropagate(self, new_id: str | None) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
+        """Keep the cross-aspect stale edges in step with a write (``new_id``) or a removal.
+
+        Incremental: only pairs with the new memory are typed, against the memories that
+        share a life facet with it or sit on a facet linked to its own (an index lookup, not
+        a scan of the user). A new memory in an aspect also lifts the propagated
+        invalidations of that aspect that it post-dates. A removal closes the removed
+        memory's edges (done by :meth:`remove`) and changes nothing else.
+        """
+        if new_id is None:
+            return [], []
+        current = {
+            (e.kind, e.source_id, e.target_id): e
+            for e in self._edges.values()
+            if e.active and self._cross_aspect(e)
+        }
+        new = self._node(new_id)
+        aspect = self._mem[new_id].aspect
+        lifted = [
+            e
+            for e in current.values()
+            if e.kind is EdgeKind.PROPAGATED_INVALIDATION
+            and e.target_id != new_id
+            and e.target_id in self._mem
+            and self._mem[e.target_id].aspect == aspect
+            and e.source_id in self._mem
+            and _later_than(new, self._node(e.source_id))
+        ]
+        closed = self._close_edges(lifted)
+        for e in lifted:
+            current.pop((e.kind, e.source_id, e.target_id), None)
+        own = self._facets.get(new_id, frozenset())
+        if not own:
+            return [], closed
+        deps = self.dependencies
+        related = set(own)
+        for f in self._primary.get(new_id, frozenset()):
+            related |= deps.dependents(f)
+        related |= {t for t, d in deps.edges.items() if d & own}
+        cand = dict.fromkeys(
+            i for f in related for i in self._by_facet.get(f, ()) if i in self._mem and i != new_id
+        )
+        pool = [new, *(self._node(i) for i in cand)]
+        # The lifting rule needs the other members of a candidate's aspect.
+        peer_ids = {
+            i
+            for c in cand
+            for i in self.aspect_members(self._mem[c].aspect or "")
+            if i not in cand and i != new_id
+        }
+        peers = [self._node(i) for i in peer_ids]
+        facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
+        facets.update({n.id: frozenset() for n in peers})
+        aspects = {n.id: self._mem[n.id].aspect or "" for n in (*pool, *peers)}
+        primary = {n.id: self._primary.get(n.id, frozenset()) for n in pool}
+        sims = _PairSims(self, [n.id for n in pool])
+        found = propagated_invalidations(
+            [*pool, *peers], aspects, facets, deps, primary, focus=new_id
+        )
+        found += exclusive_supersessions(pool, aspects, facets, sims, self.config, focus=new_id)
+        # The user's own name names no thing; a token only counts as that name when most
+        # texts carry it (a pet named in two of four chat turns is still a pet).
+        own_name = frozenset(w for w in self._subject if 2 * self._name_df[w] > self._n_texts)
+        found += entity_supersessions(
+            pool, aspects, facets, sims, self.config, own_name, focus=new_id
+        )
+        wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
+        added = []
+        for key, t in wanted.items():
+            if key in current:
+                continue
+            evidence = t.evidence
+            if self.classifier is not None:
+                verdict = self.classifier.classify(
+                    self._mem[t.source_id].text, self._mem[t.target_id].text
+                )
+                if verdict is None:
+                    evidence += " (classifier unavailable; kept by the rules)"
+                elif verdict.relation == "none":
+                    continue
+                else:
+                    evidence += f"; confirmed by the classifier: {verdict.reason}".rstrip(": ")
+            added.append(
+                self._new_edge(t.kind, t.source_id, t.target_id, evidence, t.valid_at, t.invalid_at)
+            )
+        return added, closed
+
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
         # Temporal edges join phase memories only: the aspect's phase list bounds this work,
@@ -691,6 +857,14 @@ class ConflictGraph:
             ):
                 current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
+        if not reading.oscillates:
+            # Standing states ("lives in Seattle") carry no time cue and stay out of the
+            # timeline; a later reported change still replaces them.
+            recent = sorted(ids, key=lambda i: self._node(i).order)[-self.config.timeline_window :]
+            for t in state_supersessions(
+                [self._node(i) for i in recent], _PairSims(self, recent), self.config
+            ):
+                wanted.setdefault((t.kind, t.source_id, t.target_id), t)
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [
             self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)
@@ -698,3 +872,23 @@ class ConflictGraph:
             if key not in current
         ]
         return added, closed
+
+
+def _later_than(newer: Node, older: Node) -> bool:
+    return is_later(newer, older) is True
+
+
+def _stale_sides(ids: Sequence[str], edges: Sequence[ConflictEdge]) -> dict[str, list[str]]:
+    """Sides of a stale-state cluster: what holds now, what was replaced, what is in doubt."""
+    superseded = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}
+    invalidated = {e.target_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
+    sides: dict[str, list[str]] = {}
+    for i in ids:
+        if i in superseded:
+            label = "superseded"
+        elif i in invalidated:
+            label = "invalidated"
+        else:
+            label = "current"
+        sides.setdefault(label, []).append(i)
+    return sides

@@ -19,10 +19,91 @@ from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
-from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, Memory, RiskTier
+from caap.conflict_graph.stale import DependencyMap, invalidation_certain
+from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 from caap.policy._reliability import SourceView, source_view
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["Analysis", "StaleView", "analyze"]
+
+
+@dataclass
+class StaleView:
+    """What a stale-state cluster says: which memories report the change, which they replace
+    (same aspect) or put in doubt (a dependent aspect), and whether the query leans on the old
+    state."""
+
+    changes: list[str]
+    """Ids of the memories that report the change, newest first."""
+    superseded: list[str]
+    """Ids of memories a later change of the same aspect replaces."""
+    invalidated: list[str]
+    """Ids of memories a change in an aspect they depend on puts in doubt."""
+    certain: bool
+    """Every propagated invalidation states how far it reaches (a duration, a ban)."""
+    premise: bool
+    """The query is closer to the old state than to the change: it presupposes the old one."""
+
+    @property
+    def propagated(self) -> bool:
+        """The staleness comes through a dependency, not a direct replacement."""
+        return bool(self.invalidated) and not self.superseded
+
+    @property
+    def old(self) -> list[str]:
+        """Every replaced or doubted memory."""
+        return self.superseded + [i for i in self.invalidated if i not in self.superseded]
+
+
+#: A question about the current state ("do I still...?", "where do I live now?") asks which
+#: state holds; it does not presuppose the old one.
+_STATE_QUESTION = re.compile(
+    r"^\s*(?:do|does|did|am|is|are|have|has|where|what|which|who|how)\b[^?]*"
+    r"\b(?:still|now|currently|these days|anymore|any more|at the moment|right now)\b",
+    re.I,
+)
+
+
+def _stale_view(
+    cluster: ConflictCluster,
+    memories: Mapping[str, Memory],
+    sims: Mapping[str, float],
+    query: str,
+) -> StaleView | None:
+    kinds = (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
+    edges = [e for e in cluster.edges if e.active and e.kind in kinds]
+    if not edges:
+        return None
+    sup = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}
+    inv = {e.target_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION} - sup
+    changes = {e.source_id for e in edges} - sup - inv
+
+    def newest(i: str) -> tuple[float, float]:
+        m = memories[i]
+        when = m.observed_at or m.created_at
+        return (when.timestamp(), sims.get(i, 0.0))
+
+    ordered = sorted(changes, key=newest, reverse=True)
+    propagated_by = {e.source_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
+    certain = all(invalidation_certain(memories[i].text) for i in propagated_by if i in changes)
+    old_best = max((sims.get(i, 0.0) for i in sup | inv), default=0.0)
+    new_best = max((sims.get(i, 0.0) for i in changes), default=0.0)
+    return StaleView(
+        changes=ordered,
+        superseded=sorted(sup, key=lambda i: -sims.get(i, 0.0)),
+        invalidated=sorted(inv, key=lambda i: -sims.get(i, 0.0)),
+        certain=certain,
+        # The query speaks of the old state rather than the change: "since I ride my bike
+        # every day, ..." after a broken leg.
+        premise=old_best >= _PREMISE_MIN
+        and old_best - new_best >= _PREMISE_MARGIN
+        and not _STATE_QUESTION.search(query),
+    )
+
+
+#: A query this similar to an old state (and closer to it than to the change) presupposes it.
+_PREMISE_MIN = 0.3
+#: ...by at least this much more than to the change.
+_PREMISE_MARGIN = 0.1
 
 _SELF = {"self-report", "self report", "user", "self", "your own account"}
 
@@ -50,6 +131,9 @@ class Analysis:
     subject: set[str] = field(default_factory=set)
     source_view: SourceView | None = None
     """For a source contradiction: which source the user's confirmed outcomes favour."""
+    stale: StaleView | None = None
+    """For a stale-state cluster: the change, what it replaces, and whether the query leans
+    on the old state."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -115,13 +199,15 @@ def analyze(
     vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
     extractions: Mapping[str, Extraction] | None = None,
     reliability: ReliabilityModel | None = None,
+    dependencies: DependencyMap | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
     ``vectors`` may hold value embeddings a graph already computed (memory id -> vector);
     when it covers every memory nothing is re-embedded but the query. ``extractions`` likewise
     may hold the facets a graph already parsed from each memory's text. ``reliability`` is the
-    user's source-reliability model, read for a source contradiction.
+    user's source-reliability model, read for a source contradiction. ``dependencies`` is
+    the facet dependency map for propagated invalidation (default: the built-in one).
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -145,7 +231,7 @@ def analyze(
         by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
-    graph = ConflictGraph(user, embedder, config=config)
+    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies)
     known = None
     if vectors is not None and all(i in vectors for i in by_id):
         known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
@@ -228,6 +314,11 @@ def analyze(
         resolution=resolution,
         subject=set(graph.subject),
         source_view=source_view(cluster, filled, reliability),
+        stale=(
+            _stale_view(cluster, filled, sims, query)
+            if cluster is not None and cluster.conflict_type is ConflictType.STALE
+            else None
+        ),
     )
 
 

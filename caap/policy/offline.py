@@ -106,6 +106,8 @@ def decide_offline(a: Analysis) -> Decision:
                 "what the user's situation or preference is on this",
             )
         return make(Action.COMMIT, "the relevant memories agree; nothing is unresolved")
+    if ctype is ConflictType.STALE and a.stale is not None and a.stale.propagated:
+        return _decide_propagated(a, make)
     if ctype is ConflictType.STALE and risk is RiskTier.HIGH:
         return make(
             Action.VERIFY,
@@ -191,6 +193,41 @@ def decide_offline(a: Analysis) -> Decision:
     return make(
         Action.VERIFY,
         "sources disagree and none is clearly more reliable; check before relying on either",
+        missing,
+    )
+
+
+def _decide_propagated(a: Analysis, make: Callable[..., Decision]) -> Decision:
+    """A change elsewhere (an injury, a move) puts a habit in doubt: say so, and unless the
+    change states how far it reaches, do not silently drop the habit or keep it."""
+    s = a.stale
+    assert s is not None
+    # Name every change that reaches the habit (an injury and a move may both).
+    change = (
+        "' or '".join(short(a.text(i), 14) for i in s.changes[:2])
+        if s.changes
+        else "a later change"
+    )
+    habit = short(a.text(s.invalidated[0]), 14)
+    premise = " The query presupposes the earlier habit." if s.premise else ""
+    if s.certain:
+        return make(
+            Action.COMMIT,
+            "a later change states that the earlier habit is off for now; act on the current "
+            "state." + premise,
+        )
+    missing = f"whether '{change}' still affects '{habit}', and for how long"
+    if a.risk is RiskTier.HIGH:
+        return make(
+            Action.CLARIFY,
+            "a later change may stop an earlier habit, its extent is unknown and a wrong "
+            "guess is costly; ask before planning on either." + premise,
+            missing,
+        )
+    return make(
+        Action.CONDITIONALIZE,
+        "a later change may stop an earlier habit, but how serious or lasting it is is not "
+        "known; answer for both cases and ask." + premise,
         missing,
     )
 
@@ -435,6 +472,90 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
 
 
 def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
+    s = a.stale
+    if s is None or not s.changes or not s.old:
+        _stale_timeline(a, d, r)
+        return
+    change_id, old_id = s.changes[0], s.old[0]
+    change = _you(a, short(a.text(change_id), 30))
+    old = _you(a, short(a.text(old_id), 24))
+    when = a.memories[change_id].observed_at
+    dated = f" ({_month(when)})" if when else ""
+    if s.propagated:
+        # Every change that reaches the habit, oldest first, each with its date.
+        shown = sorted(s.changes[:2], key=lambda i: _when(a, i))
+        changes = "; ".join(
+            _you(a, short(a.text(i), 24))
+            + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
+            for i in shown
+        )
+        _stale_propagated(a, d, r, changes, old)
+        r.cite([*shown, *s.invalidated[:3]])
+        return
+    if s.premise:
+        r.say(
+            f"Your question assumes something that is out of date: {old}. That no longer "
+            f"holds; more recently{dated}: {change}."
+        )
+    else:
+        r.say(f"Going by the most recent information{dated}: {change}.")
+    old_when = a.memories[old_id].observed_at
+    r.say(
+        "That replaces the earlier note"
+        + (f" from {_month(old_when)}" if old_when else "")
+        + f" ({old}), which I keep only as history, so I'd answer for the current state."
+    )
+    r.cite([change_id, *s.superseded[:3]])
+    if d.action is Action.VERIFY:
+        r.say(
+            "Because the stakes are high, I wouldn't act on either note until the current state "
+            "is confirmed with whoever holds the record."
+        )
+        r.ask("Can you confirm the most recent information is still current?")
+        r.say(
+            "If it is, we go with the current state; if the earlier note still applies, we "
+            "plan around that instead."
+        )
+        return
+    r.say("If that has changed again, tell me and I'll plan around the newer situation.")
+
+
+def _when(a: Analysis, memory_id: str) -> float:
+    m = a.memories[memory_id]
+    return (m.observed_at or m.created_at).timestamp()
+
+
+def _stale_propagated(a: Analysis, d: Decision, r: _Draft, change: str, habit: str) -> None:
+    if a.stale is not None and a.stale.premise:
+        r.say(
+            f"Your question assumes this still holds: {habit}. That may no longer be the case, "
+            f"because something changed since: {change}."
+        )
+    else:
+        r.say(f"Something changed since you told me that {habit}: {change}.")
+    if d.action is Action.COMMIT:
+        r.say(f"So I'd plan for the current situation and put the earlier habit ({habit}) on hold.")
+        return
+    r.say(
+        "That likely affects it for now, but your memories don't say how serious the change "
+        "is or how long it lasts, so I won't assume either way."
+    )
+    if d.action is Action.CLARIFY:
+        r.say("Because getting this wrong could be costly, I'd rather ask before planning.")
+    else:
+        r.branch(
+            "If the change still affects you",
+            "put the earlier habit on hold and plan around the current situation",
+        )
+        r.branch("If it no longer affects you", f"carry on as before ({habit})")
+    r.ask("Does that change still affect this, and for how long?")
+    r.say(
+        "If it still does, I'll plan around it; if it no longer does, we go back to the "
+        "earlier routine."
+    )
+
+
+def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
     t = a.timeline
     if not t or not t.phases:
         _commit(a, d, r)

@@ -19,6 +19,7 @@ from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
+from caap.conflict_graph.stale import DependencyMap
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
 from caap.models import Action, ConflictType, Decision, Memory, Response, RiskTier
 from caap.policy._analysis import Analysis, analyze
@@ -94,6 +95,7 @@ class CaapPolicy:
             :class:`~caap.llm.ChatModel`) for the LLM backbone.
         embedder: Sentence embedder (default: the packaged all-MiniLM-L6-v2).
         config: Conflict-graph thresholds.
+        dependencies: Facet dependency map for propagated invalidation (default: built in).
     """
 
     def __init__(
@@ -102,10 +104,12 @@ class CaapPolicy:
         *,
         embedder: Embedder | None = None,
         config: GraphConfig | None = None,
+        dependencies: DependencyMap | None = None,
     ) -> None:
         self.model: ChatModel | None = infer_model(model) if model is not None else None
         self.embedder = embedder or get_embedder()
         self.config = config
+        self.dependencies = dependencies
         self.name = "caap" if self.model is None else f"caap:{self.model.name}"
 
     # -- stages ----------------------------------------------------------------------------
@@ -129,6 +133,7 @@ class CaapPolicy:
             vectors=vectors,
             extractions=extractions,
             reliability=reliability,
+            dependencies=self.dependencies,
         )
 
     def decide(

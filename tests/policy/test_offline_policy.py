@@ -199,3 +199,68 @@ def test_no_memory_bearing_on_the_query_asks_instead_of_committing(policy: CaapP
     assert r.decision.action is Action.CLARIFY
     assert r.questions
     assert "bass guitar" not in r.text
+
+
+def _dated(rows: list[tuple[str, str, int, int]]) -> list[Memory]:
+    from datetime import datetime, timezone
+
+    return [
+        Memory(id=i, user_id="ethan", text=t, observed_at=datetime(y, m, 1, tzinfo=timezone.utc))
+        for i, t, y, m in rows
+    ]
+
+
+STALE_HISTORY = [
+    ("sea", "I live in Seattle, near Green Lake.", 2024, 1),
+    ("bike", "I cycle to work every day, about 25 minutes each way.", 2024, 2),
+    ("bass", "I play bass in a band on Sundays.", 2024, 3),
+    ("leg", "I broke my leg playing basketball last weekend.", 2025, 1),
+    ("pdx", "I signed a lease and set up utilities in Portland.", 2025, 2),
+]
+
+
+def test_premise_on_a_superseded_state_is_corrected_and_answered_for_now(
+    policy: CaapPolicy,
+) -> None:
+    r = policy.respond(
+        _dated(STALE_HISTORY), "Recommend a good Seattle cafe near my place in Green Lake."
+    )
+    assert r.decision.conflict_type is ConflictType.STALE
+    assert r.decision.action is Action.COMMIT
+    first = r.text.split("\n")[0]
+    assert "out of date" in first and "Portland" in first
+    assert "pdx" in r.cited_memory_ids
+
+
+def test_a_question_about_the_current_state_is_not_treated_as_a_premise(
+    policy: CaapPolicy,
+) -> None:
+    r = policy.respond(_dated(STALE_HISTORY), "Where do I live now?")
+    assert r.decision.conflict_type is ConflictType.STALE
+    assert "assumes" not in r.text
+    assert "Portland" in r.text.split("\n")[0]
+
+
+def test_uncertain_propagated_invalidation_conditionalizes(policy: CaapPolicy) -> None:
+    r = policy.respond(
+        _dated(STALE_HISTORY),
+        "Since I ride my bike to work every day, plan my bike maintenance for next month.",
+    )
+    assert r.decision.conflict_type is ConflictType.STALE
+    assert r.decision.action is Action.CONDITIONALIZE
+    assert r.text.startswith("Your question assumes")
+    assert "broke your leg" in r.text  # the change, in the user's words, second person
+    assert len(r.branches) == 2 and r.questions
+    assert {"leg", "bike"} <= set(r.cited_memory_ids)
+    assert r.decision.missing_information and "leg" in r.decision.missing_information
+
+
+def test_propagated_invalidation_that_states_its_extent_commits(policy: CaapPolicy) -> None:
+    rows = [
+        ("bike", "I cycle to work every day, about 25 minutes each way.", 2024, 2),
+        ("leg", "I broke my leg and I'm in a cast for six weeks, no cycling.", 2025, 1),
+    ]
+    r = policy.respond(_dated(rows), "How should I get to work tomorrow?")
+    assert r.decision.conflict_type is ConflictType.STALE
+    assert r.decision.action is Action.COMMIT
+    assert "on hold" in r.text and not r.branches
