@@ -92,7 +92,7 @@ class _PairSims:
 
     def __init__(self, graph: ConflictGraph, ids: Sequence[str]) -> None:
         self._pos = {i: n for n, i in enumerate(ids)}
-        rows = np.array([graph._row[i] for i in ids])
+        rows = np.array([graph._row[i] for i in ids], dtype=np.int64)
         vecs = graph._vecs[rows]
         self._mat = vecs @ vecs.T
 
@@ -150,7 +150,6 @@ class ConflictGraph:
         # Per aspect, the memories that can be timeline phases (a small part of a big topic).
         # Kept sorted by (world time, id), so the latest timeline window is a slice.
         self._phases: dict[str, list[tuple[float, str]]] = {}
-        self._windows: dict[str, list[str]] = {}
         # Clusters are cached per aspect and recomputed only after the aspect changed.
         self._generation: dict[str, int] = {}
         self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
@@ -615,7 +614,6 @@ class ConflictGraph:
         self._touch(old)
         self._touch(new)
         self._phases[new] = list(heapq.merge(self._phases.get(new, []), self._phases.pop(old, [])))
-        self._windows[new] = self._windows.get(new, []) + self._windows.pop(old, [])
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -842,10 +840,16 @@ class ConflictGraph:
                 ids.append(i)
         ids.reverse()
         reading = self._timeline(ids)
-        # Temporal edges join members of the current or the previous window: walk those
-        # nodes' adjacency, not every edge of the user or every member of the topic.
-        walk = set(ids) | {i for i in self._windows.get(aspect, []) if i in self._mem}
-        self._windows[aspect] = ids
+
+        # Standing states ("lives in Seattle") carry no time cue and are no phases; the latest
+        # window of all members, by world time, is read for a change that replaces them.
+        members = self.aspect_members(aspect)
+        recent = sorted(members, key=lambda i: self._phase_key(self._mem[i])[0])[
+            -self.config.timeline_window :
+        ]
+        # Temporal edges (supersessions included) inside the aspect: walk its members'
+        # adjacency, not every edge of the user.
+        walk = members
         current = {}
         for a, b, key in self.g.edges(walk, keys=True):
             e = self._edges[key]
@@ -857,10 +861,8 @@ class ConflictGraph:
             ):
                 current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
-        if not reading.oscillates:
-            # Standing states ("lives in Seattle") carry no time cue and stay out of the
-            # timeline; a later reported change still replaces them.
-            recent = sorted(ids, key=lambda i: self._node(i).order)[-self.config.timeline_window :]
+        if not reading.oscillates and len(recent) >= 2:
+            # A later reported change replaces a standing state.
             for t in state_supersessions(
                 [self._node(i) for i in recent], _PairSims(self, recent), self.config
             ):
