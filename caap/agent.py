@@ -8,6 +8,7 @@ Layout of a data directory::
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timezone
@@ -19,7 +20,7 @@ import numpy as np
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
 from caap.adapters.base import MemoryBackend
 from caap.adapters.builtin import BuiltinBackend
-from caap.adapters.registry import get_backend
+from caap.adapters.registry import backend_class, get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.rules import GraphConfig
@@ -51,6 +52,14 @@ def _as_datetime(value: object, field: str) -> datetime | None:
         except ValueError:
             raise ValueError(f"{field} must be an ISO date or datetime, got {value!r}") from None
     raise TypeError(f"{field} must be a datetime, date or ISO string, got {type(value).__name__}")
+
+
+def _backend_options(name: str, path: Path, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    # A backend that keeps files gets its own folder inside the agent's, unless told otherwise.
+    out = dict(options or {})
+    if "path" not in out and "path" in inspect.signature(backend_class(name)).parameters:
+        out["path"] = path / name
+    return out
 
 
 def _opt_str(value: object, field: str) -> str | None:
@@ -103,7 +112,9 @@ class Agent:
         elif backend == "builtin":
             self.backend = BuiltinBackend(self.path, embedder=self.embedder)
         elif isinstance(backend, str):
-            self.backend = get_backend(backend, **dict(backend_options or {}))
+            self.backend = get_backend(
+                backend, **_backend_options(backend, self.path, backend_options)
+            )
         else:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
