@@ -245,11 +245,28 @@ class Agent:
             out: list[Memory] = []
             scores: dict[str, float] = {}
             hit_ids: list[str] = []
+            own_ids = self.backend.capabilities.keeps_ids
+            by_text: dict[str, str] | None = None
             for h in hits:
-                if h.memory.id in graph and h.memory.id not in scores:
-                    out.append(graph.memory(h.memory.id))
-                    scores[h.memory.id] = h.score
-                    hit_ids.append(h.memory.id)
+                mid: str | None = h.memory.id
+                if mid not in graph:
+                    if own_ids:
+                        continue  # an index entry of a memory the graph no longer holds
+                    # A backend that assigns its own ids: find the graph's memory by its text.
+                    if by_text is None:
+                        by_text = {m.text: m.id for m in graph.memories()}
+                    mid = by_text.get(h.memory.text)
+                if mid is None:
+                    # A memory the backend rewrote: keep it as the backend returned it; the
+                    # graph has no cluster to add for it.
+                    if h.memory.id not in scores:
+                        out.append(h.memory)
+                        scores[h.memory.id] = h.score
+                    continue
+                if mid not in scores:
+                    out.append(graph.memory(mid))
+                    scores[mid] = h.score
+                    hit_ids.append(mid)
             clusters: list[ConflictCluster] = []
             seen_aspects: set[str] = set()
             extra: list[tuple[float, Memory]] = []

@@ -228,6 +228,11 @@ class Mem0Backend(MemoryBackend):
             "history_db_path": str(self.path / "history.db"),
         }
 
+    @property
+    def mem0(self) -> Any:
+        """The underlying ``mem0.Memory``, for what the interface does not cover."""
+        return self._mem
+
     # -- helpers ---------------------------------------------------------------------------
     def _items(self, user_id: str, **where: Any) -> list[dict[str, Any]]:
         filters = {"user_id": _scope(user_id), **where}

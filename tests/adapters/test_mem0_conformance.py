@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from caap.adapters.testing import BackendConformance, Reopen
+from caap.models import Memory
 
 if importlib.util.find_spec("mem0") is None:
     pytest.skip(
@@ -58,3 +59,91 @@ class TestMem0Chroma(BackendConformance):
             return Mem0Backend(tmp_path / "store", vector_store="chroma")
 
         return _reopen
+
+
+# -- Mem0-specific behaviour -------------------------------------------------------------------
+
+
+def test_facets_land_in_mem0_metadata_where_mem0_users_see_them(tmp_path: Path) -> None:
+    with Mem0Backend(tmp_path / "s") as b:
+        m = Memory(
+            id="m1",
+            text="Maya's clinic record lists ibuprofen as contraindicated.",
+            user_id="maya",
+            source="clinic record",
+            aspect="medication",
+            provenance={"session": "s1"},
+        )
+        b.add(m)
+        raw = b.mem0.get_all(filters={"user_id": "maya"})["results"]
+        assert len(raw) == 1 and raw[0]["memory"] == m.text
+        meta = raw[0]["metadata"]
+        assert (meta["caap_id"], meta["caap_source"], meta["caap_aspect"]) == (
+            "m1",
+            "clinic record",
+            "medication",
+        )
+        assert raw[0]["created_at"] == m.created_at.isoformat()
+
+
+def test_memories_written_by_plain_mem0_are_read_under_mem0_ids(tmp_path: Path) -> None:
+    with Mem0Backend(tmp_path / "s") as b:
+        res = b.mem0.add(
+            "Maya prefers the morning appointments.",
+            user_id="maya",
+            metadata={"channel": "sms"},
+            infer=False,
+        )
+        mem0_id = res["results"][0]["id"]
+        got = b.get(mem0_id, "maya")
+        assert got is not None and got.id == mem0_id
+        assert got.text == "Maya prefers the morning appointments."
+        assert got.metadata.get("channel") == "sms"
+        assert b.get(mem0_id, "someone-else") is None
+        assert [h.memory.id for h in b.search("appointments", "maya", k=1)] == [mem0_id]
+        assert b.delete(mem0_id, "someone-else") is False
+        assert b.delete(mem0_id, "maya") is True
+        assert b.list("maya") == []
+
+
+def test_mem0_keeps_both_sides_of_a_contradiction_unlinked(tmp_path: Path) -> None:
+    # What Mem0 loses: infer=False appends both sides and nothing relates them, so a search
+    # with a small k returns one side only. The Agent over it returns the whole cluster.
+    from caap import Agent
+
+    sides = [
+        "Maya's clinic record lists ibuprofen as contraindicated for her.",
+        "Maya's father says the pediatrician approved ibuprofen for her fevers last year.",
+    ]
+    with Agent(tmp_path / "agent", backend="mem0") as agent:
+        assert isinstance(agent.backend, Mem0Backend)
+        assert agent.backend.path == tmp_path / "agent" / "mem0"
+        agent.remember_many(sides, "maya")
+        query = "Can I give her ibuprofen for the fever?"
+        raw = agent.backend.search(query, "maya", k=1)
+        assert len(raw) == 1 and raw[0].memory.text in sides
+        recalled = agent.recall(query, "maya", k=1)
+        assert {m.text for m in recalled.memories} == set(sides)
+        assert recalled.clusters and recalled.clusters[0].has_conflict
+
+
+def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="vector_store"):
+        Mem0Backend(tmp_path / "a", vector_store="faiss")
+    with pytest.raises(ValueError, match="threshold"):
+        Mem0Backend(tmp_path / "b", threshold=1.5)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="path"):
+        Mem0Backend(f)
+
+
+def test_registry_builds_mem0_with_options(tmp_path: Path) -> None:
+    from caap.adapters import available_backends, get_backend
+
+    assert "mem0" in available_backends()
+    b = get_backend("mem0", path=tmp_path / "r", vector_store="chroma")
+    try:
+        assert isinstance(b, Mem0Backend) and b.config["vector_store"]["provider"] == "chroma"
+    finally:
+        b.close()
