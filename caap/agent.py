@@ -106,15 +106,16 @@ class Agent:
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
+        # Resolve a named backend first: a missing extra fails before a model is loaded.
+        named = isinstance(backend, str) and backend != "builtin"
+        options = _backend_options(str(backend), self.path, backend_options) if named else {}
         self.embedder = embedder or get_embedder(model)
         if isinstance(backend, MemoryBackend):
             self.backend = backend
         elif backend == "builtin":
             self.backend = BuiltinBackend(self.path, embedder=self.embedder)
         elif isinstance(backend, str):
-            self.backend = get_backend(
-                backend, **_backend_options(backend, self.path, backend_options)
-            )
+            self.backend = get_backend(backend, **options)
         else:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"

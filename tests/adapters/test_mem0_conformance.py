@@ -147,3 +147,17 @@ def test_registry_builds_mem0_with_options(tmp_path: Path) -> None:
         assert isinstance(b, Mem0Backend) and b.config["vector_store"]["provider"] == "chroma"
     finally:
         b.close()
+
+
+def test_the_example_shows_the_graph_adding_the_other_sides(tmp_path: Path) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "mem0_backend.py"
+    spec = importlib.util.spec_from_file_location("mem0_backend_example", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = example.run(tmp_path / "demo", k=1)
+    sides = set(example.MEMORIES[:3])
+    assert len(out["mem0_search"]) == 1 and out["mem0_search"][0] in sides
+    assert sides <= set(out["with_conflict_graph"])
+    assert not any("cello" in t for t in out["with_conflict_graph"])
+    assert "?" in out["answer"][0]  # a high-stakes source conflict is not answered flat
