@@ -59,6 +59,7 @@ _UNUSED_LLM = {
     },
 }
 _VECTOR_STORES = ("qdrant", "chroma")
+_DEFAULT_DIMS = 384  # all-MiniLM-L6-v2
 
 
 def _import_mem0() -> Any:
@@ -161,6 +162,8 @@ class Mem0Backend(MemoryBackend):
             the vectors, ``PATH/history.db`` Mem0's history. Must not be a file.
         model: Sentence-transformers model name or local path for Mem0's huggingface
             embedder; default: the packaged all-MiniLM-L6-v2.
+        embedding_dims: The model's vector size; required with ``model`` (the vector store
+            is created with it), 384 for the default model.
         vector_store: ``"qdrant"`` (default) or ``"chroma"``, both local on disk.
         collection: Collection name inside the vector store.
         threshold: Mem0's minimum similarity for a search result (its default, 0.1).
@@ -178,6 +181,7 @@ class Mem0Backend(MemoryBackend):
         path: str | Path,
         *,
         model: str | None = None,
+        embedding_dims: int | None = None,
         vector_store: str = "qdrant",
         collection: str = "caap_memories",
         threshold: float = 0.1,
@@ -194,11 +198,20 @@ class Mem0Backend(MemoryBackend):
             )
         if not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+        if model is not None and embedding_dims is None and config is None:
+            raise ValueError("embedding_dims is required with model= (the model's vector size)")
+        if embedding_dims is not None and (
+            not isinstance(embedding_dims, int)
+            or isinstance(embedding_dims, bool)
+            or embedding_dims < 1
+        ):
+            raise ValueError(f"embedding_dims must be a positive int, got {embedding_dims!r}")
         if config is not None and not isinstance(config, dict):
             raise TypeError(f"config must be a dict, got {type(config).__name__}")
         self.path.mkdir(parents=True, exist_ok=True)
         self.threshold = float(threshold)
         self.model = model or _default_model()
+        self.embedding_dims = embedding_dims or _DEFAULT_DIMS
         self.config = config if config is not None else self._config(vector_store, collection)
         mem0_memory = _import_mem0()
         try:
@@ -215,14 +228,18 @@ class Mem0Backend(MemoryBackend):
                 "config": {
                     "collection_name": collection,
                     "path": str(self.path / vector_store),
-                    **({"embedding_model_dims": 384} if vector_store == "qdrant" else {}),
+                    **(
+                        {"embedding_model_dims": self.embedding_dims}
+                        if vector_store == "qdrant"
+                        else {}
+                    ),
                 },
             },
             "embedder": {
                 "provider": "huggingface",
                 # Passing the dimension keeps Mem0 from asking the model for it (an API that
                 # moved between sentence-transformers releases).
-                "config": {"model": self.model, "embedding_dims": 384},
+                "config": {"model": self.model, "embedding_dims": self.embedding_dims},
             },
             "llm": _UNUSED_LLM,
             "history_db_path": str(self.path / "history.db"),

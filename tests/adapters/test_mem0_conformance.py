@@ -132,6 +132,10 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
         Mem0Backend(tmp_path / "a", vector_store="faiss")
     with pytest.raises(ValueError, match="threshold"):
         Mem0Backend(tmp_path / "b", threshold=1.5)
+    with pytest.raises(ValueError, match="embedding_dims is required"):
+        Mem0Backend(tmp_path / "c", model="some/other-model")
+    with pytest.raises(ValueError, match="embedding_dims must be a positive int"):
+        Mem0Backend(tmp_path / "d", embedding_dims=0)
     f = tmp_path / "afile"
     f.write_text("x")
     with pytest.raises(ValueError, match="path"):
