@@ -4,6 +4,7 @@ Layout of a data directory::
 
     PATH/graph.sqlite   memories, facets, value vectors, conflict edges (source of truth)
     PATH/vectors/       the builtin backend's chromadb store (a search index)
+    PATH/<name>/        another registered backend's files, when its constructor takes a path
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from caap.adapters.base import (
 )
 from caap.models import Memory
 
-__all__ = ["INSTALL_HINT", "Mem0Backend"]
+__all__ = ["INSTALL_HINT", "Mem0Backend", "from_mem0_item", "to_mem0_metadata"]
 
 #: How to install what this adapter needs.
 INSTALL_HINT = 'pip install "caap[mem0]"'
