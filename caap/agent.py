@@ -5,6 +5,7 @@ Layout of a data directory::
     PATH/graph.sqlite   memories, facets, value vectors, conflict edges, confirmed source
                         outcomes (source of truth)
     PATH/vectors/       the builtin backend's chromadb store (a search index)
+    PATH/<name>/        another registered backend's files, when its constructor takes a path
 
 ``store=`` moves the source of truth elsewhere: another SQLite file, or a PostgreSQL database
 given by a ``postgresql://`` DSN (see ``docs/deployment.md``).
@@ -12,6 +13,7 @@ given by a ``postgresql://`` DSN (see ``docs/deployment.md``).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timezone
@@ -24,7 +26,7 @@ from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
 from caap._timing import phase
 from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
-from caap.adapters.registry import get_backend
+from caap.adapters.registry import backend_class, get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
@@ -65,6 +67,14 @@ def _as_datetime(value: object, field: str) -> datetime | None:
         except ValueError:
             raise ValueError(f"{field} must be an ISO date or datetime, got {value!r}") from None
     raise TypeError(f"{field} must be a datetime, date or ISO string, got {type(value).__name__}")
+
+
+def _backend_options(name: str, path: Path, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    # A backend that keeps files gets its own folder inside the agent's, unless told otherwise.
+    out = dict(options or {})
+    if "path" not in out and "path" in inspect.signature(backend_class(name)).parameters:
+        out["path"] = path / name
+    return out
 
 
 def _opt_str(value: object, field: str) -> str | None:
@@ -139,6 +149,9 @@ class Agent:
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
         self.path.mkdir(parents=True, exist_ok=True)
+        # Resolve a named backend first: a missing extra fails before a model is loaded.
+        named = isinstance(backend, str) and backend != "builtin"
+        options = _backend_options(str(backend), self.path, backend_options) if named else {}
         self.embedder = embedder or get_embedder(model)
         if isinstance(backend, MemoryBackend):
             self.backend = backend
@@ -147,7 +160,7 @@ class Agent:
                 self.path, embedder=self.embedder, **dict(backend_options or {})
             )
         elif isinstance(backend, str):
-            self.backend = get_backend(backend, **dict(backend_options or {}))
+            self.backend = get_backend(backend, **options)
         else:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
@@ -291,11 +304,29 @@ class Agent:
         """Hits first, then the rest of every conflict cluster they touch, nearest first."""
         out: list[Memory] = []
         scores: dict[str, float] = {}
+        hit_ids: list[str] = []
+        own_ids = self.backend.capabilities.keeps_ids
+        by_text: dict[str, str] | None = None
         for h in hits:
-            if h.memory.id in graph and h.memory.id not in scores:
-                out.append(graph.memory(h.memory.id))
-                scores[h.memory.id] = h.score
-        hit_ids = list(scores)
+            mid: str | None = h.memory.id
+            if mid not in graph:
+                if own_ids:
+                    continue  # an index entry of a memory the graph no longer holds
+                # A backend that assigns its own ids: find the graph's memory by its text.
+                if by_text is None:
+                    by_text = {m.text: m.id for m in graph.memories()}
+                mid = by_text.get(h.memory.text)
+            if mid is None:
+                # A memory the backend rewrote: keep it as the backend returned it; the
+                # graph has no cluster to add for it.
+                if h.memory.id not in scores:
+                    out.append(h.memory)
+                    scores[h.memory.id] = h.score
+                continue
+            if mid not in scores:
+                out.append(graph.memory(mid))
+                scores[mid] = h.score
+                hit_ids.append(mid)
         extra, clusters = graph.expand(hit_ids, self.embedder.encode_one(query))
         for mid, sim in extra:
             scores[mid] = sim

@@ -39,6 +39,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
+os.environ["MEM0_TELEMETRY"] = "False"  # read once, when mem0 is first imported
 
 _LOOPBACK_NAMES = frozenset({"localhost", "::1"})
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from caap.adapters.base import MemoryBackend
 
-__all__ = ["BackendSpec", "available_backends", "get_backend", "register"]
+__all__ = ["BackendSpec", "available_backends", "backend_class", "get_backend", "register"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class BackendSpec:
 
 _REGISTRY: dict[str, BackendSpec] = {
     "builtin": BackendSpec("builtin", "caap.adapters.builtin:BuiltinBackend", 'pip install "caap"'),
+    "mem0": BackendSpec("mem0", "caap.adapters.mem0:Mem0Backend", 'pip install "caap[mem0]"'),
     "memos": BackendSpec("memos", "caap.adapters.memos:MemOSBackend", 'pip install "caap[memos]"'),
     "letta": BackendSpec("letta", "caap.adapters.letta:LettaBackend", 'pip install "caap[letta]"'),
     "amem": BackendSpec(
@@ -57,13 +58,14 @@ def available_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_backend(name: str, **kwargs: Any) -> MemoryBackend:
-    """Instantiate the backend registered as ``name`` with ``kwargs``.
+def backend_class(name: str) -> type[MemoryBackend]:
+    """The class registered as ``name``, imported now.
 
     Raises:
         ValueError: unknown name (the message lists the known ones).
         ImportError: the backend's optional dependency is missing (the message names the
             pip command).
+        TypeError: the target is not a :class:`MemoryBackend` subclass.
     """
     _load_entry_points()
     try:
@@ -81,7 +83,20 @@ def get_backend(name: str, **kwargs: Any) -> MemoryBackend:
             f"({exc.name or exc}); install it with: {spec.install_hint}"
         ) from exc
     cls = getattr(module, cls_name)
-    backend = cls(**kwargs)
-    if not isinstance(backend, MemoryBackend):
+    if not (isinstance(cls, type) and issubclass(cls, MemoryBackend)):
         raise TypeError(f"{spec.target} is not a MemoryBackend")
+    return cls
+
+
+def get_backend(name: str, **kwargs: Any) -> MemoryBackend:
+    """Instantiate the backend registered as ``name`` with ``kwargs``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+        ImportError: the backend's optional dependency is missing (the message names the
+            pip command).
+    """
+    backend = backend_class(name)(**kwargs)
+    if not isinstance(backend, MemoryBackend):
+        raise TypeError(f"{_REGISTRY[name].target} is not a MemoryBackend")
     return backend

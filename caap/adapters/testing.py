@@ -21,8 +21,9 @@ Tests pick themselves by the backend's ``capabilities``; a backend that cannot r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 try:
     import pytest
@@ -31,16 +32,40 @@ except ImportError as exc:  # pragma: no cover
 
 from pydantic import ValidationError
 
-from caap.adapters.base import MemoryBackend
+from caap.adapters.base import MemoryBackend, SearchHit
 from caap.models import Memory
 
-__all__ = ["BackendConformance"]
+__all__ = ["RELEVANCE_MEMORIES", "RELEVANCE_QUERIES", "BackendConformance"]
 
 Reopen = Callable[[MemoryBackend], MemoryBackend]
 
 
 def _mem(text: str, user: str = "alice", **kw: object) -> Memory:
     return Memory(text=text, user_id=user, **kw)  # type: ignore[arg-type]
+
+
+#: A small labelled relevance set: one user's memories about unrelated life facets.
+RELEVANCE_MEMORIES: dict[str, str] = {
+    "allergy": "Alice is allergic to penicillin and carries an epipen.",
+    "commute": "Alice cycles to the office along the canal every weekday.",
+    "diet": "Alice has been vegetarian since 2019 and avoids fish too.",
+    "sister": "Alice's sister Maya lives in Lisbon and visits every August.",
+    "sleep": "Alice goes to bed around 11 pm and wakes at 6:30.",
+    "budget": "Alice saves 15% of her salary into an index fund each month.",
+    "pet": "Alice adopted a grey tabby cat called Biscuit from the shelter.",
+    "language": "Alice is taking evening classes in Japanese on Thursdays.",
+}
+#: Queries that do not repeat their memory's words, each labelled with the memory it is about.
+RELEVANCE_QUERIES: list[tuple[str, str]] = [
+    ("Which antibiotics must a doctor avoid giving her?", "allergy"),
+    ("How does she get to work?", "commute"),
+    ("Can I cook a salmon dinner for her?", "diet"),
+    ("Who in her family lives abroad?", "sister"),
+    ("What time does she usually fall asleep?", "sleep"),
+    ("How does she invest her money?", "budget"),
+    ("Does she have any animals at home?", "pet"),
+    ("What is she studying at night school?", "language"),
+]
 
 
 class BackendConformance:
@@ -94,6 +119,32 @@ class BackendConformance:
         assert all(-1.0001 <= h.score <= 1.0001 for h in hits)
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
+    def test_search_on_the_labelled_relevance_set(self, backend: MemoryBackend) -> None:
+        ids = dict(
+            zip(
+                RELEVANCE_MEMORIES,
+                backend.add_many([_mem(t) for t in RELEVANCE_MEMORIES.values()]),
+                strict=True,
+            )
+        )
+        by_text = {text: ids[label] for label, text in RELEVANCE_MEMORIES.items()}
+
+        def stored_id(hit: SearchHit) -> str:
+            # A backend that assigns its own ids is matched by the exact text it kept.
+            if backend.capabilities.keeps_ids:
+                return hit.memory.id
+            return by_text.get(hit.memory.text, "")
+
+        first, in_top3 = 0, 0
+        for query, label in RELEVANCE_QUERIES:
+            found = [stored_id(h) for h in backend.search(query, "alice", k=3)]
+            first += bool(found) and found[0] == ids[label]
+            in_top3 += ids[label] in found
+        n = len(RELEVANCE_QUERIES)
+        # Paraphrased queries: every memory must be in the top 3, most of them first.
+        assert in_top3 == n, f"only {in_top3}/{n} labelled memories in the top 3"
+        assert first >= n - 2, f"only {first}/{n} labelled memories ranked first"
+
     def test_search_respects_k(self, backend: MemoryBackend) -> None:
         backend.add_many([_mem(f"Alice fact {i}: she likes colour {i}.") for i in range(6)])
         assert len(backend.search("colour", "alice", k=2)) == 2
@@ -134,6 +185,34 @@ class BackendConformance:
         assert got.provenance == {"session": "s1", "message": "3"}
         assert got.metadata == {"tags": ["health"], "n": 2}
 
+    def test_provenance_and_times_round_trip_through_search(self, backend: MemoryBackend) -> None:
+        if not backend.capabilities.stores_metadata:
+            pytest.skip("backend does not store metadata")
+        created = datetime(2024, 11, 5, 8, 30, tzinfo=timezone.utc)
+        older = _mem(
+            "Alice signed a lease on a flat in Portland.",
+            created_at=created,
+            observed_at=created - timedelta(days=3),
+            provenance={"session": "s7", "turn": "2", "episode": "ep-ü"},
+            source="self-report",
+        )
+        newer = _mem(
+            "Alice's favourite bakery is on Alberta Street.",
+            created_at=created + timedelta(hours=1),
+        )
+        backend.add_many([newer, older])
+        hits = backend.search("Where does she rent her apartment?", "alice", k=2)
+        assert hits and hits[0].memory.id == older.id
+        got = hits[0].memory
+        assert got.provenance == {"session": "s7", "turn": "2", "episode": "ep-ü"}
+        assert (got.source, got.observed_at, got.created_at) == (
+            "self-report",
+            created - timedelta(days=3),
+            created,
+        )
+        # list is oldest first by the memory's own created_at, not by insertion order.
+        assert [m.id for m in backend.list("alice")] == [older.id, newer.id]
+
     # -- deletion --------------------------------------------------------------------------
     def test_delete_removes_from_get_list_and_search(self, backend: MemoryBackend) -> None:
         keep = _mem("Alice walks her dog every morning.")
@@ -156,6 +235,46 @@ class BackendConformance:
         assert backend.get(a.id, "bob") is None
         assert backend.delete(a.id, "bob") is False
         assert backend.get(a.id, "alice") is not None
+
+    def test_users_stay_isolated_under_interleaved_writes(self, backend: MemoryBackend) -> None:
+        users = ["alice", "bob", "carol d", "dmitri"]  # one id with a space on purpose
+        errors: list[BaseException] = []
+
+        def write(user: str) -> None:
+            try:
+                for i in range(6):
+                    backend.add(
+                        _mem(f"{user} note {i}: the parcel locker code is {user}-{i}.", user)
+                    )
+            except BaseException as exc:  # surfaced below; a thread must not swallow it
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(u,)) for u in users]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for user in users:
+            mine = backend.list(user)
+            assert len(mine) == 6 and all(m.user_id == user for m in mine)
+            if backend.capabilities.keeps_raw_text:
+                assert all(m.text.startswith(f"{user} note ") for m in mine)
+            hits = backend.search("parcel locker code", user, k=10)
+            assert hits and all(h.memory.user_id == user for h in hits)
+            if backend.capabilities.keeps_raw_text:
+                assert all(h.memory.text.startswith(f"{user} note ") for h in hits)
+
+    def test_adding_the_same_id_again_replaces(self, backend: MemoryBackend) -> None:
+        if not backend.capabilities.keeps_ids:
+            pytest.skip("backend assigns its own ids")
+        backend.add(Memory(id="m1", text="Alice lives in Seattle.", user_id="alice"))
+        backend.add(Memory(id="m1", text="Alice lives in Portland.", user_id="alice"))
+        assert backend.count("alice") == 1
+        got = backend.get("m1", "alice")
+        assert got is not None
+        if backend.capabilities.keeps_raw_text:
+            assert got.text == "Alice lives in Portland."
 
     def test_same_id_for_two_users_does_not_collide(self, backend: MemoryBackend) -> None:
         if not backend.capabilities.keeps_ids:

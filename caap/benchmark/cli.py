@@ -74,12 +74,12 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def _policy_args(pairs: Sequence[str] | None) -> dict[str, Any]:
+def _policy_args(pairs: Sequence[str] | None, flag: str = "--policy-arg") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs or ():
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--policy-arg must look like KEY=VALUE, got {pair!r}")
+            raise UsageError(f"{flag} must look like KEY=VALUE, got {pair!r}")
         try:
             out[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
@@ -109,6 +109,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         policy_args=_policy_args(args.policy_arg),
         judge=args.judge,
         backend=args.backend,
+        backend_options=_policy_args(args.backend_arg, "--backend-arg"),
         distractors=args.distractors,
         limit=args.limit,
         seed=args.seed,
@@ -352,6 +353,13 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="builtin",
         metavar="NAME",
         help="memory backend for the pipeline track",
+    )
+    p.add_argument(
+        "--backend-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="pipeline track: keyword argument for the backend (repeatable; VALUE as JSON "
+        "when it parses, else a string), e.g. --backend-arg vector_store=chroma",
     )
     p.add_argument(
         "--distractors",

@@ -150,6 +150,31 @@ def test_run_pipeline_rejects_distractors(
     one_line_error(capsys, "oracle track only")
 
 
+def test_run_malformed_backend_arg_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = tangle("run", *COMMON, "--track", "pipeline", "--backend-arg", "novalue",
+                  "--out", str(tmp_path))  # fmt: skip
+    assert code == 2
+    one_line_error(capsys, "--backend-arg must look like KEY=VALUE", "novalue")
+
+
+def test_run_backend_not_installed_names_the_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from caap.adapters import register
+    from caap.adapters.registry import _REGISTRY
+
+    register("test-cli-ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap[ghost]"')
+    try:
+        code = tangle("run", *COMMON, "--track", "pipeline", "--backend", "test-cli-ghost",
+                      "--backend-arg", "x=1", "--limit", "1", "--out", str(tmp_path))  # fmt: skip
+    finally:
+        del _REGISTRY["test-cli-ghost"]
+    assert code == 2
+    one_line_error(capsys, 'pip install "caap[ghost]"')
+
+
 def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert tangle() == 2
     assert "compare" in capsys.readouterr().out
