@@ -511,7 +511,12 @@ class Agent:
         same text's embedding (most memories' value is their whole text): embed once, not twice.
         """
         backend = self.backend
-        if not (isinstance(backend, BuiltinBackend) and backend.embedder is self.embedder):
+        # Only the builtin add_many takes precomputed vectors (a subclass may override it).
+        if not (
+            isinstance(backend, BuiltinBackend)
+            and type(backend).add_many is BuiltinBackend.add_many
+            and backend.embedder is self.embedder
+        ):
             backend.add_many(memories)
             return
         known: list[Any] = [
