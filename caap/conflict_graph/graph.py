@@ -751,13 +751,30 @@ class ConflictGraph:
         """
         if new_id is None:
             return [], []
-        current = {
-            (e.kind, e.source_id, e.target_id): e
-            for e in self._edges.values()
-            if e.active and self._cross_aspect(e)
-        }
         new = self._node(new_id)
         aspect = self._mem[new_id].aspect
+        # Bounded work per write: the latest `timeline_window` memories of each facet and
+        # aspect stand for its current state (a habit of years ago is history already).
+        window = self.config.timeline_window
+
+        def latest(ids: Sequence[str]) -> list[str]:
+            out: list[str] = []
+            for i in reversed(ids):
+                if i in self._mem and i != new_id:
+                    out.append(i)
+                    if len(out) == window:
+                        break
+            out.reverse()
+            return out
+
+        mates = latest(self._by_aspect.get(aspect or "", []))
+        # The cross-aspect edges this write can lift or repeat touch the new memory or its
+        # aspect's latest members: walk their adjacency, not every edge of the user.
+        current = {}
+        for _, _, key in self.g.edges([new_id, *mates], keys=True):
+            e = self._edges[key]
+            if e.active and self._cross_aspect(e):
+                current[(e.kind, e.source_id, e.target_id)] = e
         lifted = [
             e
             for e in current.values()
@@ -779,16 +796,14 @@ class ConflictGraph:
         for f in self._primary.get(new_id, frozenset()):
             related |= deps.dependents(f)
         related |= {t for t, d in deps.edges.items() if d & own}
-        cand = dict.fromkeys(
-            i for f in related for i in self._by_facet.get(f, ()) if i in self._mem and i != new_id
-        )
+        cand = dict.fromkeys(i for f in sorted(related) for i in latest(self._by_facet.get(f, ())))
         pool = [new, *(self._node(i) for i in cand)]
-        # The lifting rule needs the other members of a candidate's aspect.
+        # The lifting rule needs the other (latest) members of a candidate's aspect.
         peer_ids = {
             i
-            for c in cand
-            for i in self.aspect_members(self._mem[c].aspect or "")
-            if i not in cand and i != new_id
+            for a in dict.fromkeys(self._mem[c].aspect or "" for c in cand)
+            for i in latest(self._by_aspect.get(a, []))
+            if i not in cand
         }
         peers = [self._node(i) for i in peer_ids]
         facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
