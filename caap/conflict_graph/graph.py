@@ -92,14 +92,18 @@ class _PairSims:
 
     def __init__(self, graph: ConflictGraph, ids: Sequence[str]) -> None:
         self._pos = {i: n for n, i in enumerate(ids)}
-        rows = np.array([graph._row[i] for i in ids], dtype=np.int64)
-        vecs = graph._vecs[rows]
-        self._mat = vecs @ vecs.T
+        self._rows = [graph._row[i] for i in ids]
+        self._graph = graph
+        # Computed on the first lookup: most rule passes end before comparing any pair.
+        self._mat: npt.NDArray[np.float32] | None = None
 
     def get(self, key: tuple[str, str], default: float = 0.0) -> float:
         a, b = self._pos.get(key[0]), self._pos.get(key[1])
         if a is None or b is None:
             return default
+        if self._mat is None:
+            vecs = self._graph._vecs[np.array(self._rows, dtype=np.int64)]
+            self._mat = vecs @ vecs.T
         return float(self._mat[a, b])
 
 

@@ -22,6 +22,7 @@ descriptions), done once per embedder.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -380,6 +381,7 @@ _EVENT = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def is_change_event(text: str) -> bool:
     """The text reports that something changed (an event or a new state), not a standing
     habit: "broke my leg", "moved to Portland", "started a new job", "no longer drives"."""
@@ -396,6 +398,7 @@ _CERTAIN = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def invalidation_certain(text: str) -> bool:
     """Whether a change states how far it reaches (a duration, a ban, finality).
 
