@@ -154,6 +154,9 @@ class ConflictGraph:
         # Per aspect, the memories that can be timeline phases (a small part of a big topic).
         # Kept sorted by (world time, id), so the latest timeline window is a slice.
         self._phases: dict[str, list[tuple[float, str]]] = {}
+        # Every member per aspect, sorted the same way, and the windows last read.
+        self._ordered: dict[str, list[tuple[float, str]]] = {}
+        self._windows: dict[str, list[str]] = {}
         # Clusters are cached per aspect and recomputed only after the aspect changed.
         self._generation: dict[str, int] = {}
         self._clusters: dict[str, tuple[int, ConflictCluster]] = {}
@@ -345,11 +348,11 @@ class ConflictGraph:
             self._explicit[aspect] -= 1
         if aspect:
             self._touch(aspect)
-            entries = self._phases.get(aspect, [])
             key = self._phase_key(self._mem[memory_id])
-            at = bisect.bisect_left(entries, key)
-            if at < len(entries) and entries[at] == key:
-                del entries[at]
+            for entries in (self._phases.get(aspect, []), self._ordered.get(aspect, [])):
+                at = bisect.bisect_left(entries, key)
+                if at < len(entries) and entries[at] == key:
+                    del entries[at]
         del self._mem[memory_id]
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
@@ -477,6 +480,7 @@ class ConflictGraph:
                 self._explicit[memory.aspect] += 1
             if self._is_phase(memory.id):
                 bisect.insort(self._phases.setdefault(memory.aspect, []), self._phase_key(memory))
+            bisect.insort(self._ordered.setdefault(memory.aspect, []), self._phase_key(memory))
             self._touch(memory.aspect)
         row = self._n_rows
         if row == len(self._vecs):
@@ -618,6 +622,10 @@ class ConflictGraph:
         self._touch(old)
         self._touch(new)
         self._phases[new] = list(heapq.merge(self._phases.get(new, []), self._phases.pop(old, [])))
+        self._ordered[new] = list(
+            heapq.merge(self._ordered.get(new, []), self._ordered.pop(old, []))
+        )
+        self._windows[new] = self._windows.get(new, []) + self._windows.pop(old, [])
         moved = self._by_aspect.pop(old, [])
         # Keep insertion order within the merged aspect.
         self._by_aspect[new] = sorted(
@@ -862,13 +870,21 @@ class ConflictGraph:
 
         # Standing states ("lives in Seattle") carry no time cue and are no phases; the latest
         # window of all members, by world time, is read for a change that replaces them.
-        members = self.aspect_members(aspect)
-        recent = sorted(members, key=lambda i: self._phase_key(self._mem[i])[0])[
-            -self.config.timeline_window :
-        ]
-        # Temporal edges (supersessions included) inside the aspect: walk its members'
-        # adjacency, not every edge of the user.
-        walk = members
+        recent: list[str] = []
+        for _, i in reversed(self._ordered.get(aspect, [])):
+            if len(recent) == self.config.timeline_window:
+                break
+            if i in self._mem:
+                recent.append(i)
+        recent.reverse()
+        # Temporal edges (supersessions included) join members of the current or the previous
+        # windows: walk those nodes' adjacency, not every member of a large topic.
+        walk = list(
+            dict.fromkeys(
+                [*ids, *recent, *(i for i in self._windows.get(aspect, []) if i in self._mem)]
+            )
+        )
+        self._windows[aspect] = [*ids, *recent]
         current = {}
         for a, b, key in self.g.edges(walk, keys=True):
             e = self._edges[key]
