@@ -44,6 +44,7 @@ from caap.adapters.base import (
     BackendError,
     MemoryBackend,
     SearchHit,
+    check_dir,
     check_query,
     check_user,
 )
@@ -120,9 +121,7 @@ class AMemBackend(MemoryBackend):
         if path is None:
             self._tmp = tempfile.mkdtemp(prefix="caap-amem-")
             path = self._tmp
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path = check_dir(path)
         self.llm_model = llm_model
         self.base_url = base_url
         self.llm_backend = llm_backend

@@ -6,6 +6,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from caap.models import Memory
@@ -96,6 +97,14 @@ class MemoryBackend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_dir(path: str | Path) -> Path:
+    """``path`` as a ``Path``; ``ValueError`` if it exists and is not a directory."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"path must be a directory, but {str(out)!r} is a file")
+    return out
 
 
 def check_query(query: object, k: object) -> None:

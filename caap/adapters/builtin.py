@@ -23,6 +23,7 @@ from caap.adapters.base import (
     BackendError,
     MemoryBackend,
     SearchHit,
+    check_dir,
     check_query,
     check_user,
 )
@@ -100,9 +101,7 @@ class BuiltinBackend(MemoryBackend):
         chroma_url: str | None = None,
         collection: str = _COLLECTION,
     ) -> None:
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path = check_dir(path)
         if not isinstance(collection, str) or not _COLLECTION_NAME.match(collection):
             raise ValueError(
                 "collection must be 3-512 characters of letters, digits, '.', '_' or '-', "

@@ -33,6 +33,7 @@ from caap.adapters.base import (
     BackendError,
     MemoryBackend,
     SearchHit,
+    check_dir,
     check_query,
     check_user,
 )
@@ -189,9 +190,7 @@ class Mem0Backend(MemoryBackend):
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path = check_dir(path)
         if vector_store not in _VECTOR_STORES:
             raise ValueError(
                 f"vector_store must be one of {', '.join(_VECTOR_STORES)}, got {vector_store!r}"

@@ -39,6 +39,7 @@ from caap.adapters.base import (
     BackendError,
     MemoryBackend,
     SearchHit,
+    check_dir,
     check_query,
     check_user,
 )
@@ -193,9 +194,7 @@ class MemOSBackend(MemoryBackend):
         if path is None:
             self._tmp = tempfile.mkdtemp(prefix="caap-memos-")
             path = self._tmp
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
+        self.path = check_dir(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.mode: MemOSMode = mode
         self.model = model
