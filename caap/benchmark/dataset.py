@@ -17,9 +17,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
+    "PAIR_RELATIONS",
+    "STYLES",
     "DatasetError",
     "Instance",
     "InstanceMemory",
+    "PairLabel",
     "Persona",
     "RawLine",
     "Session",
@@ -32,6 +35,28 @@ __all__ = [
 
 ConflictLabel = Literal["CPC", "BOC", "SCC", "NONE"]
 Role = Literal["core", "background", "distractor"]
+Style = Literal["dated", "narrative", "implicit", "chatty"]
+#: Writing styles of the blind corpus (judge-only; see shared EVALUATION.md).
+STYLES: tuple[Style, ...] = ("dated", "narrative", "implicit", "chatty")
+PairRelation = Literal[
+    "agree",
+    "context_partition",
+    "temporal_change",
+    "source_contradiction",
+    "supersedes",
+    "invalidates",
+    "unrelated",
+]
+#: Pair relations a writer may label between two memories of an instance.
+PAIR_RELATIONS: tuple[PairRelation, ...] = (
+    "agree",
+    "context_partition",
+    "temporal_change",
+    "source_contradiction",
+    "supersedes",
+    "invalidates",
+    "unrelated",
+)
 
 
 class DatasetError(ValueError):
@@ -65,6 +90,15 @@ class Turn(_Strict):
     content: str = Field(min_length=1)
 
 
+class PairLabel(_Strict):
+    """Judge-only label of how two memories of an instance relate (training/evaluation data
+    for the relation layer; never shown to a policy)."""
+
+    a: str = Field(min_length=1, description="Id of the earlier-listed memory.")
+    b: str = Field(min_length=1, description="Id of the other memory.")
+    relation: PairRelation
+
+
 class Session(_Strict):
     """One dated conversation for the pipeline track."""
 
@@ -88,6 +122,10 @@ class Instance(_Strict):
     memories: list[InstanceMemory] = Field(min_length=1)
     missing_information: str | None = None
     sessions: list[Session] = Field(default_factory=list)
+    style: Style | None = Field(default=None, description="Judge-only: the writing style.")
+    pairs: list[PairLabel] = Field(
+        default_factory=list, description="Judge-only: labelled relations between memories."
+    )
 
     @model_validator(mode="after")
     def _ids_consistent(self) -> Instance:
@@ -96,6 +134,12 @@ class Instance(_Strict):
         if dupes:
             raise ValueError(f"duplicate memory ids: {dupes}")
         known = set(ids)
+        for pair in self.pairs:
+            unknown = [i for i in (pair.a, pair.b) if i not in known]
+            if unknown:
+                raise ValueError(f"pair label names unknown memory ids {unknown}")
+            if pair.a == pair.b:
+                raise ValueError(f"pair label joins memory {pair.a!r} to itself")
         for s in self.sessions:
             unknown = [i for i in s.memory_ids if i not in known]
             if unknown:

@@ -119,6 +119,9 @@ class StaleScenario(_Strict):
     held_out: bool = Field(
         default=False, description="Written after the policy's rules were frozen."
     )
+    style: Literal["dated", "narrative", "implicit", "chatty"] | None = Field(
+        default=None, description="Judge-only: the writing style of the scenario."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> StaleScenario:
