@@ -29,6 +29,7 @@ from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import backend_class, get_backend
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.relations import RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.stale import DependencyMap
@@ -113,6 +114,9 @@ class Agent:
             before learning it; ``None`` keeps ``reliability_threshold``.
         dependencies: Facet dependency map for propagated invalidation, used by the graph and
             the policy (default: :data:`caap.conflict_graph.DEFAULT_DEPENDENCIES`).
+        relations: The relation layer that reads facets, pair relations and risk, for the
+            graph and the policy: a name (``"rules"``, ``"learned"``, ``"llm"``) or an
+            instance; default ``config.relations``, then the default layer.
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class Agent:
         reliability_threshold: float = 0.5,
         reliability_recalibrate_after: int | None = 20,
         dependencies: DependencyMap | None = None,
+        relations: str | RelationLayer | None = None,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -145,6 +150,8 @@ class Agent:
                 f"{reliability_recalibrate_after!r}"
             )
         self.reliability_recalibrate_after = reliability_recalibrate_after
+        cfg = config or GraphConfig()
+        layer = resolve_relations(relations if relations is not None else cfg.relations, config=cfg)
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
@@ -169,7 +176,8 @@ class Agent:
             self.path / "graph.sqlite" if store is None else store
         )
         self.extractor = extractor
-        self.config = config or GraphConfig()
+        self.config = cfg
+        self.relations: RelationLayer = layer
         self._graphs: dict[str, ConflictGraph] = {}
         self._lock = threading.RLock()
         self._llm = llm
@@ -188,6 +196,7 @@ class Agent:
                 embedder=self.embedder,
                 config=self.config,
                 dependencies=self.dependencies,
+                relations=self.relations,
             )
         return self._policy
 
@@ -497,6 +506,7 @@ class Agent:
             extractor=self.extractor,
             config=self.config,
             dependencies=self.dependencies,
+            relations=self.relations,
         )
         stored = self.store.memories(user_id)
         for sm in stored:

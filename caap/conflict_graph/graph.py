@@ -24,16 +24,21 @@ from caap._timing import phase
 from caap.conflict_graph import _text
 from caap.conflict_graph._index import VectorIndex
 from caap.conflict_graph._prototypes import PROTOTYPES, prototype_matrix
-from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
+from caap.conflict_graph.extractor import Extraction, Extractor
+from caap.conflict_graph.relations import (
+    MemoryView,
+    PairVerdict,
+    RelationLayer,
+    edge_of,
+    resolve_relations,
+)
 from caap.conflict_graph.rules import (
     GraphConfig,
     Node,
     TemporalReading,
     _self_source,
     dominant_type_of,
-    pair_edge,
     read_timeline,
-    risk_tier,
 )
 from caap.conflict_graph.stale import (
     DEFAULT_DEPENDENCIES,
@@ -113,8 +118,10 @@ class ConflictGraph:
     Args:
         user_id: The only user whose memories this graph accepts.
         embedder: Sentence embedder for memory values.
-        extractor: Facet extractor; the offline one by default.
+        extractor: Facet extractor; by default the relation layer reads facets.
         config: Thresholds.
+        relations: The relation layer (a registered name or an instance) that reads facets,
+            pair relations and risk; default ``config.relations``, then the default layer.
         dependencies: Which life facets depend on which, for propagated invalidation
             (default :data:`caap.conflict_graph.stale.DEFAULT_DEPENDENCIES`).
         classifier: Optional judge (e.g. an
@@ -131,11 +138,15 @@ class ConflictGraph:
         config: GraphConfig | None = None,
         dependencies: DependencyMap | None = None,
         classifier: InvalidationClassifier | None = None,
+        relations: str | RelationLayer | None = None,
     ) -> None:
         self.user_id = user_id
         self.embedder = embedder
-        self.extractor: Extractor = extractor or OfflineExtractor()
         self.config = config or GraphConfig()
+        self.relations: RelationLayer = resolve_relations(
+            relations if relations is not None else self.config.relations, config=self.config
+        )
+        self.extractor: Extractor | None = extractor
         self.g: nx.MultiGraph = nx.MultiGraph()
         self._mem: dict[str, Memory] = {}
         self._ext: dict[str, Extraction] = {}
@@ -301,9 +312,7 @@ class ConflictGraph:
         self._count_names(m.text for m in memories)
         if extractions is None:
             with phase("extract"):
-                extractions = [
-                    self.extractor.extract(m.text, subject=self._subject) for m in memories
-                ]
+                extractions = self._read_facets([m.text for m in memories])
         if vectors is None:
             vectors = self.embedder.encode([e.value for e in extractions])
         return [
@@ -324,9 +333,7 @@ class ConflictGraph:
         """
         self._inferred[memory.id] = tuple(inferred)
         self._count_names([memory.text])
-        self._ext[memory.id] = extraction or self.extractor.extract(
-            memory.text, subject=self._subject
-        )
+        self._ext[memory.id] = extraction or self._read_facets([memory.text])[0]
         self._insert(memory, vector)
         for e in edges:
             self._put_edge(e)
@@ -411,7 +418,7 @@ class ConflictGraph:
                     [e for e in edges if e.kind is not EdgeKind.CONTEXT_PARTITION], named
                 )
         mems = [self._mem[i] for i in ids]
-        risk, _ = risk_tier([m.text for m in mems])
+        risk = self.relations.risk("", [m.text for m in mems]).tier
         sides: dict[str, list[str]] = {}
         reversal_count = 0
         durations: list[str] = []
@@ -555,14 +562,13 @@ class ConflictGraph:
         # Candidate blocking: only the nearest neighbours of the same aspect are typed
         # pairwise; the whole aspect is visited only by the linear timeline pass.
         new: list[ConflictEdge] = []
-        node = self._node(memory.id)
-        for other_id, sim in neighbours:
-            neighbour = self._mem.get(other_id)
-            if neighbour is None or neighbour.aspect != aspect:
-                continue
-            found = pair_edge(
-                node, self._node(other_id), sim, self._context_sim(node, other_id), cfg
-            )
+        mates = [
+            other_id
+            for other_id, _ in neighbours
+            if other_id in self._mem and self._mem[other_id].aspect == aspect
+        ]
+        for other_id, verdict in zip(mates, self._relate(memory.id, mates), strict=True):
+            found = edge_of(verdict, minimum=cfg.relation_min)
             if found is None:
                 continue
             kind, evidence = found
@@ -654,16 +660,25 @@ class ConflictGraph:
         order = when.timestamp() if when else m.created_at.timestamp()
         return Node(m.id, m.text, m.source, m.context, when, order, ext)
 
-    def _context_sim(self, node: Node, other_id: str) -> float | None:
-        other = self._mem[other_id]
-        if not node.context or not other.context:
-            return None
-        a, b = _text.content_words(node.context), _text.content_words(other.context)
-        if not a or not b:
-            return None
-        # Overlap coefficient: "at home" and "at home with the kids" are the same situation.
-        inter = len(set(a) & set(b))
-        return inter / max(min(len(set(a)), len(set(b))), 1)
+    def _read_facets(self, texts: Sequence[str]) -> list[Extraction]:
+        """Facets of new texts: the caller's extractor if one was given, else the layer's."""
+        if self.extractor is not None:
+            return [self.extractor.extract(t, subject=self._subject) for t in texts]
+        return list(self.relations.facets(texts, subject=set(self._subject)))
+
+    def view(self, memory_id: str) -> MemoryView:
+        """A memory as the relation layer sees it (facets filled, with its value vector)."""
+        n = self._node(memory_id)
+        return MemoryView(
+            n.id, n.text, n.source, n.context, n.when, n.order, n.extraction, self.vector(n.id)
+        )
+
+    def _relate(self, memory_id: str, others: Sequence[str]) -> list[PairVerdict]:
+        """The layer's verdicts on ``memory_id`` paired with each of ``others`` (one call)."""
+        if not others:
+            return []
+        new = self.view(memory_id)
+        return self.relations.relate([(new, self.view(o)) for o in others])
 
     def _new_edge(
         self,

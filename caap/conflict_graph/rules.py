@@ -9,11 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.models import ConflictEdge, ConflictType, EdgeKind, RiskTier
+
+if TYPE_CHECKING:
+    from caap.conflict_graph.relations import RelationLayer
 
 __all__ = [
     "GraphConfig",
@@ -65,6 +68,12 @@ class GraphConfig:
     return_phase: float = 0.35
     """A memory that says it went 'back to' something joins the earlier phase it best matches
     when at least this similar."""
+    relations: str | RelationLayer | None = None
+    """The relation layer that reads facets, pair relations and risk: a registered name
+    (``"rules"``, ``"learned"``, ``"llm"``) or an instance; ``None`` for the default
+    (see :mod:`caap.conflict_graph.relations`)."""
+    relation_min: float = 0.5
+    """A pair relation becomes an edge when the layer's confidence in it reaches this."""
 
 
 @dataclass

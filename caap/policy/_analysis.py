@@ -17,8 +17,9 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.relations import RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import ReliabilityModel
-from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
+from caap.conflict_graph.rules import GraphConfig, TemporalReading
 from caap.conflict_graph.stale import DependencyMap, invalidation_certain
 from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 from caap.policy._reliability import SourceView, source_view
@@ -123,6 +124,8 @@ class Analysis:
     """Query similarity of every visible memory."""
     risk: RiskTier = RiskTier.LOW
     risk_categories: list[str] = field(default_factory=list)
+    risk_confidence: float = 1.0
+    """How sure the relation layer is of ``risk``."""
     timeline: TemporalReading | None = None
     settled_side: str | None = None
     """The side the query itself names (a CPC context it states), if any."""
@@ -200,6 +203,7 @@ def analyze(
     extractions: Mapping[str, Extraction] | None = None,
     reliability: ReliabilityModel | None = None,
     dependencies: DependencyMap | None = None,
+    relations: str | RelationLayer | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
@@ -208,6 +212,8 @@ def analyze(
     may hold the facets a graph already parsed from each memory's text. ``reliability`` is the
     user's source-reliability model, read for a source contradiction. ``dependencies`` is
     the facet dependency map for propagated invalidation (default: the built-in one).
+    ``relations`` is the relation layer that reads the memories (default: ``config``'s, then
+    the default layer); the query's risk is the layer's too.
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -231,7 +237,11 @@ def analyze(
         by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
-    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies)
+    layer = resolve_relations(
+        relations if relations is not None else (config.relations if config else None),
+        config=config or GraphConfig(),
+    )
+    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies, relations=layer)
     known = None
     if vectors is not None and all(i in vectors for i in by_id):
         known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
@@ -268,7 +278,8 @@ def analyze(
         else sorted(filled, key=lambda i: -sims[i])[:3]
     )
     near = sorted(filled, key=lambda i: -sims[i])[:top_sources]
-    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    verdict = layer.risk(query, [filled[i].text for i in relevant])
+    risk = verdict.tier
     if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
         # High stakes and several parties speaking on the topic: treat their accounts as a
         # source conflict even if the graph did not link them (it may have split the topic).
@@ -297,7 +308,7 @@ def analyze(
             newer = resolution is None or filled[i].created_at > resolution.created_at
             if filled[i].metadata.get(RESOLVES_KEY) and newer:
                 resolution = filled[i]
-    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    verdict = layer.risk(query, [filled[i].text for i in relevant])
     timeline = None
     if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
         timeline = graph.timeline(cluster.memory_ids)
@@ -307,8 +318,9 @@ def analyze(
         cluster=cluster,
         relevant=relevant,
         relevance=sims,
-        risk=risk,
-        risk_categories=cats,
+        risk=verdict.tier,
+        risk_categories=list(verdict.categories),
+        risk_confidence=verdict.confidence,
         timeline=timeline,
         settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
         resolution=resolution,

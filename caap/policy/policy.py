@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph.extractor import Extraction
+from caap.conflict_graph.relations import RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.stale import DependencyMap
@@ -96,6 +97,9 @@ class CaapPolicy:
         embedder: Sentence embedder (default: the packaged all-MiniLM-L6-v2).
         config: Conflict-graph thresholds.
         dependencies: Facet dependency map for propagated invalidation (default: built in).
+        relations: The relation layer that reads the memories and the query's risk: a name
+            (``"rules"``, ``"learned"``, ``"llm"``) or an instance; default ``config``'s,
+            then the default layer.
     """
 
     def __init__(
@@ -105,11 +109,16 @@ class CaapPolicy:
         embedder: Embedder | None = None,
         config: GraphConfig | None = None,
         dependencies: DependencyMap | None = None,
+        relations: str | RelationLayer | None = None,
     ) -> None:
         self.model: ChatModel | None = infer_model(model) if model is not None else None
         self.embedder = embedder or get_embedder()
         self.config = config
         self.dependencies = dependencies
+        self.relations: RelationLayer = resolve_relations(
+            relations if relations is not None else (config.relations if config else None),
+            config=config or GraphConfig(),
+        )
         self.name = "caap" if self.model is None else f"caap:{self.model.name}"
 
     # -- stages ----------------------------------------------------------------------------
@@ -134,6 +143,7 @@ class CaapPolicy:
             extractions=extractions,
             reliability=reliability,
             dependencies=self.dependencies,
+            relations=self.relations,
         )
 
     def decide(
