@@ -276,3 +276,24 @@ def test_summary_table_puts_runs_next_to_the_best_fixed_baselines(
     assert (tmp_path / "t.md").read_text(encoding="utf-8").strip() == table
     assert "stale premise resistance" in capsys.readouterr().out
     assert main(["tangle", "summary", str(tmp_path / "nothing")]) == 2
+
+
+def test_relations_are_passed_to_caap_and_recorded(
+    styled: list[Instance], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = run(styled[:2], policy="caap", relations="rules", progress=False)
+    assert rep.relations == "rules"
+    assert "relations=rules" in format_summary(rep)
+    # Without the flag the report still names the layer the policy used (its default).
+    assert run(styled[:1], policy="caap", progress=False).relations is not None
+    with pytest.raises(ValueError, match="relations must be one of"):
+        run(styled[:1], policy="caap", relations="no-such-layer", progress=False)
+    with pytest.raises(ValueError, match="takes no relation layer"):
+        run(styled[:1], policy="recency", relations="rules", progress=False)
+    data = tmp_path / "d.jsonl"
+    data.write_text(styled[0].model_dump_json() + "\n", encoding="utf-8")
+    args = ["tangle", "run", "--dataset", str(data), "--quiet", "--out", str(tmp_path / "o")]
+    assert main([*args, "--relations", "rules"]) == 0
+    assert read_report(tmp_path / "o").relations == "rules"
+    assert main([*args, "--policy", "always_ask", "--relations", "rules"]) == 2
+    assert "takes no relation layer" in capsys.readouterr().err
