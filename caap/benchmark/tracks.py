@@ -67,6 +67,7 @@ def _base(instance: Instance, distractors: int | None) -> dict[str, Any]:
         "conflict_type": instance.conflict_type,
         "high_risk": instance.high_risk,
         "domain": instance.domain,
+        "style": instance.style,
         "distractors": distractors,
     }
 
@@ -197,6 +198,8 @@ class PipelineBank:
             when ``None``.
         k: How many memories the backend search returns.
         agent_factory: Builds the agent from ``(path, backend, backend_options)``; for tests.
+        relations: The relation layer the agent's conflict graph reads text with (a name, see
+            :func:`caap.conflict_graph.relations.get_relation_layer`); ``None``: the default.
     """
 
     def __init__(
@@ -208,6 +211,7 @@ class PipelineBank:
         path: str | Path | None = None,
         k: int = DEFAULT_K,
         agent_factory: Callable[..., Any] | None = None,
+        relations: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
@@ -223,8 +227,9 @@ class PipelineBank:
             from caap.agent import Agent
 
             agent_factory = Agent
+        extra: dict[str, Any] = {} if relations is None else {"relations": relations}
         self.agent = agent_factory(
-            self.path, backend=backend, backend_options=dict(backend_options or {})
+            self.path, backend=backend, backend_options=dict(backend_options or {}), **extra
         )
         self._personas: dict[str, _PersonaState] = {}
         self._encoder: CachingEncoder | None = None
