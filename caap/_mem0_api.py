@@ -93,7 +93,9 @@ def load_config(config: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         raise ValueError("config must be a mapping of Agent arguments")
     unknown = sorted(k for k in data if k not in _CONFIG_KEYS)
     if unknown:
-        raise ValueError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}")
+        raise ValueError(
+            f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}"
+        )
     return dict(data)
 
 
@@ -361,7 +363,7 @@ class Mem0Api:
             slots: list[Memory | int] = []
             fresh: list[dict[str, Any]] = []
             first: dict[tuple[Any, ...], int] = {}
-            for item, m in zip(items, built):
+            for item, m in zip(items, built, strict=True):
                 key = self._dedup_key(m)
                 same = next((e for e in existing.get(key, []) if self._same_facets(m, e)), None)
                 if same is not None:
