@@ -56,6 +56,9 @@ _CONFIG_KEYS = (
     "graph",
 )
 
+#: How many nearest memories a filtered or scoped search looks through at most.
+_FILTER_CANDIDATES = 2000
+
 _OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "contains")
 
 
@@ -93,7 +96,9 @@ def load_config(config: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         raise ValueError("config must be a mapping of Agent arguments")
     unknown = sorted(k for k in data if k not in _CONFIG_KEYS)
     if unknown:
-        raise ValueError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}")
+        raise ValueError(
+            f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}"
+        )
     return dict(data)
 
 
@@ -361,7 +366,7 @@ class Mem0Api:
             slots: list[Memory | int] = []
             fresh: list[dict[str, Any]] = []
             first: dict[tuple[Any, ...], int] = {}
-            for item, m in zip(items, built):
+            for item, m in zip(items, built, strict=True):
                 key = self._dedup_key(m)
                 same = next((e for e in existing.get(key, []) if self._same_facets(m, e)), None)
                 if same is not None:
@@ -443,7 +448,9 @@ class Mem0Api:
                     raise TypeError(f"query must be a str, got {type(query).__name__}")
                 return {"results": []}
             narrowed = bool(filters) or agent_id is not None or run_id is not None
-            k = total if narrowed else min(limit, total)
+            # Filters are applied to the nearest candidates: all of a user's memories, up to
+            # _FILTER_CANDIDATES of them.
+            k = min(total, _FILTER_CANDIDATES) if narrowed else min(limit, total)
             recall = agent.recall(query, user_id, k=k)
             conflicts = self._conflict_index(user_id)
             by_id = {m.id: m for m in recall.memories}

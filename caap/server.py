@@ -490,7 +490,7 @@ def create_app(
         if api_key is not None:
             mcp_app = _KeyGuard(mcp_app, api_key)
         # Last, so the API's routes match first; /mcp falls through to the MCP app.
-        app.mount("/", mcp_app)  # type: ignore[arg-type]
+        app.mount("/", mcp_app)
     return app
 
 

@@ -20,11 +20,11 @@ import pytest
 pytest.importorskip("fastapi", reason='needs the server extra: pip install "caap-memory[server]"')
 pytest.importorskip("mcp", reason='needs the server extra: pip install "caap-memory[server]"')
 
-import uvicorn  # noqa: E402
+import uvicorn
 
-from caap import Agent  # noqa: E402
-from caap.client import Client, ServerError  # noqa: E402
-from caap.server import create_app, create_mcp  # noqa: E402
+from caap import Agent
+from caap.client import Client, ServerError
+from caap.server import create_app, create_mcp
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "test-key-123"
@@ -205,9 +205,7 @@ def test_mcp_tools_over_streamable_http(served: tuple[str, Agent]) -> None:
             assert not settled.is_error
             again = await mcp.call_tool("respond", {"query": QUERY, "user_id": "mcp-ethan"})
             assert again.structured_content["decision"]["action"] == "commit"  # type: ignore[index]
-            missing = await mcp.call_tool(
-                "forget", {"memory_id": "nope", "user_id": "mcp-ethan"}
-            )
+            missing = await mcp.call_tool("forget", {"memory_id": "nope", "user_id": "mcp-ethan"})
             assert missing.is_error
 
     asyncio.run(session())
@@ -260,8 +258,15 @@ def test_cli_talks_to_the_running_server(served: tuple[str, Agent], tmp_path: Pa
     assert conflicts.returncode == 0 and "CPC" in conflicts.stdout
     typo = _cli("conflicts", "--user", "cli-ethn", env=env)
     assert typo.returncode == 1 and "no memories for user 'cli-ethn'" in typo.stderr
-    res = _cli("resolve", "I have an early shift tomorrow.", "--user", "cli-ethan", "--query",
-               QUERY, env=env)  # fmt: skip
+    res = _cli(
+        "resolve",
+        "I have an early shift tomorrow.",
+        "--user",
+        "cli-ethan",
+        "--query",
+        QUERY,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert "action:     commit" in _cli("ask", QUERY, "--user", "cli-ethan", env=env).stdout
     mid = agent.memories("cli-ethan")[0].id
@@ -284,8 +289,18 @@ def test_caap_serve_command(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "caap.cli", "serve", "--data", str(tmp_path / "d"), "--port",
-         str(port), "--api-key", KEY],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "caap.cli",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            str(port),
+            "--api-key",
+            KEY,
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -308,3 +323,26 @@ def test_caap_serve_command(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(60)
     assert proc.returncode == 0 or proc.returncode == -15
+
+
+@pytest.mark.slow
+def test_mcp_over_stdio(tmp_path: Path) -> None:
+    """`caap serve --stdio`, started by an MCP client as a host would."""
+    from mcp import Client as McpClient
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "caap.cli", "serve", "--stdio", "--data", str(tmp_path / "d")],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    async def session() -> None:
+        async with McpClient(params, read_timeout_seconds=300) as mcp:
+            added = await mcp.call_tool("add", {"messages": ETHAN, "user_id": "ethan"})
+            assert not added.is_error, added
+            result = await mcp.call_tool("respond", {"query": QUERY, "user_id": "ethan"})
+            assert result.structured_content["decision"]["action"] == "conditionalize"  # type: ignore[index]
+
+    asyncio.run(session())
