@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
+from caap._mem0_api import Mem0Api
 from caap._timing import phase
 from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
@@ -88,7 +89,7 @@ def _opt_str(value: object, field: str) -> str | None:
     return value.strip()
 
 
-class Agent:
+class Agent(Mem0Api):
     """A memory that keeps conflicts, for one or many users.
 
     Args:
@@ -105,7 +106,7 @@ class Agent:
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
         store: Where memories, conflict edges and confirmed source outcomes persist:
             ``None`` for ``PATH/graph.sqlite``, another SQLite path, a ``postgresql://`` DSN
-            (needs ``caap[postgres]``), or a :class:`~caap.conflict_graph.ConflictGraphStore`.
+            (needs ``caap-memory[postgres]``), or a :class:`~caap.conflict_graph.ConflictGraphStore`.
             The agent closes it on :meth:`close`.
         reliability_threshold: Posterior margin a source's claim needs, by the user's
             confirmed track record, before a low-stakes source conflict is committed on.

@@ -120,6 +120,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     print(format_summary(report))
     print(f"wrote {Path(args.out) / 'report.json'} and {Path(args.out) / 'report.html'}")
+    return _error_status(report)
+
+
+def _error_status(report: Report) -> int:
+    """Exit status of a run: 1, with a message, when every instance failed; else 0 (a warning
+    on stderr when some did)."""
+    failed = [r for r in report.instances if r.error is not None]
+    if not failed:
+        return 0
+    n = len(report.instances)
+    first = failed[0].error
+    if len(failed) == n:
+        print(
+            f"caap: error: every one of the {n} instances failed (judge {_judge_label(report)}); "
+            f"the scores above are not results. First error: {first}",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"caap: warning: {len(failed)} of {n} instances failed and are left out of the means; "
+        f"first error: {first}",
+        file=sys.stderr,
+    )
     return 0
 
 

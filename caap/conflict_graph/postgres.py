@@ -8,7 +8,7 @@ statement names the user, so tables can be partitioned or sharded by ``user_id``
 is one transaction and returns only after PostgreSQL committed it with
 ``synchronous_commit = on``.
 
-Needs the ``postgres`` extra: ``pip install 'caap[postgres]'``.
+Needs the ``postgres`` extra: ``pip install 'caap-memory[postgres]'``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "PostgresGraphStore"]
 
-_INSTALL = "pip install 'caap[postgres]'"
+_INSTALL = "pip install 'caap-memory[postgres]'"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 #: Ordered schema migrations: ``(version, name, SQL)``. A database records the versions it has

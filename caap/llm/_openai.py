@@ -105,7 +105,7 @@ class OpenAIChatModel:
         except ImportError as exc:
             raise ImportError(
                 'OpenAIChatModel needs the "openai" package; '
-                'install it with: pip install "caap[llm]"'
+                'install it with: pip install "caap-memory[llm]"'
             ) from exc
         if not model:
             raise ValueError("model must be a non-empty model name, got ''")

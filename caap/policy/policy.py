@@ -8,6 +8,7 @@ and is written into the decision record; it never crashes the agent.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 
@@ -27,6 +28,8 @@ from caap.policy._analysis import Analysis, analyze
 from caap.policy.offline import decide_offline, realize_offline
 
 __all__ = ["CaapPolicy", "DecisionDraft"]
+
+logger = logging.getLogger(__name__)
 
 
 class DecisionDraft(BaseModel):
@@ -164,6 +167,12 @@ class CaapPolicy:
         try:
             draft = structured_call(self.model, messages, DecisionDraft, schema_name="decision")
         except LLMError as exc:
+            logger.warning(
+                "LLM backbone %s failed to decide (%s: %s); the offline backbone decided",
+                self.model.name,
+                exc.kind,
+                str(exc)[:200],
+            )
             return offline.model_copy(update={"fallback_reason": f"{exc.kind}: {str(exc)[:200]}"})
         known = {m.id for m in memories}
         evidence = {k: [i for i in v if i in known] for k, v in draft.evidence.items()}
@@ -199,6 +208,12 @@ class CaapPolicy:
                 raise ValueError("empty reply")
         except (LLMError, ValueError) as exc:
             kind = getattr(exc, "kind", "malformed_output")
+            logger.warning(
+                "LLM backbone %s failed to write the answer (%s: %s); the offline backbone wrote it",
+                self.model.name,
+                kind,
+                str(exc)[:200],
+            )
             fallback = decision.model_copy(
                 update={
                     "fallback_reason": (

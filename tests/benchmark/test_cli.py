@@ -165,14 +165,14 @@ def test_run_backend_not_installed_names_the_extra(
     from caap.adapters import register
     from caap.adapters.registry import _REGISTRY
 
-    register("test-cli-ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap[ghost]"')
+    register("test-cli-ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap-memory[ghost]"')
     try:
         code = tangle("run", *COMMON, "--track", "pipeline", "--backend", "test-cli-ghost",
                       "--backend-arg", "x=1", "--limit", "1", "--out", str(tmp_path))  # fmt: skip
     finally:
         del _REGISTRY["test-cli-ghost"]
     assert code == 2
-    one_line_error(capsys, 'pip install "caap[ghost]"')
+    one_line_error(capsys, 'pip install "caap-memory[ghost]"')
 
 
 def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
