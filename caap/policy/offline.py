@@ -15,6 +15,7 @@ from datetime import datetime
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, Response, RiskTier
 from caap.policy._analysis import Analysis, second_person, short
+from caap.policy._speech import stated_part
 
 __all__ = ["decide_offline", "realize_offline"]
 
@@ -247,9 +248,19 @@ def _month(d: datetime | None) -> str:
     return d.strftime("%B %Y") if d else "an undated point"
 
 
+def _said(a: Analysis, memory_id: str, words: int) -> str:
+    """What a memory states, cut to ``words``, addressed to the user ("you", not their name).
+
+    A turn that only asks the assistant something is quoted as it is, never restated as a
+    fact; a turn that states and asks keeps only what it states.
+    """
+    text = a.text(memory_id)
+    return _you(a, short(stated_part(text) or text, words))
+
+
 def _side_claim(a: Analysis, ids: list[str]) -> str:
     best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
-    return short(a.text(best), 30)
+    return _said(a, best, 30)
 
 
 def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
@@ -282,7 +293,7 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
     if loose:
         r.say(
             "Also on record, with no condition attached: "
-            + "; ".join(short(a.text(i), 25) for i in loose)
+            + "; ".join(_said(a, i, 25) for i in loose)
             + "."
         )
         r.cite(loose)
@@ -290,7 +301,8 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
         "These don't contradict each other: each holds in its own situation, so what matters "
         "is which situation you are in this time."
     )
-    options = [conds[k] for k in labelled][:3]
+    # Every situation listed above is an option in the question.
+    options = [conds[k] for k in labelled]
     if d.action is Action.CLARIFY:
         r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
     r.ask(f"Which situation is this for: {_or(options)}?")
@@ -315,7 +327,7 @@ def _if(label: str, cond: str) -> str:
 
 def _quote(a: Analysis, ids: list[str], words: int = 14) -> str:
     best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
-    return f'"{short(a.text(best), words)}"'
+    return f'"{_said(a, best, words)}"'
 
 
 def _strip_lead(clause: str) -> str:
@@ -355,7 +367,7 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         dur = f", for {p.duration}" if p.duration else ""
         # Name the month only when the memory's own words give it.
         head = f"From {when}{dur}" if when.split()[0] in first else f"Phase {n}{dur}"
-        r.bullet(f"{head}: {short(first, 28)}.")
+        r.bullet(f"{head}: {_said(a, p.members[0], 28)}.")
         r.cite(list(p.members))
     durations = [p.duration for p in phases if p.duration]
     if durations:
@@ -416,9 +428,10 @@ def _source_kind(source: str) -> str:
 
 
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
-    sides = _sides(a)
+    # The sources named, checked and asked about are the same ones (at most four).
+    sides = dict(list(_sides(a).items())[:4])
     r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
-    for label, ids in list(sides.items())[:6]:
+    for label, ids in sides.items():
         r.bullet(f"{_cap(label)}: {_side_claim(a, ids)}.")
         r.cite(ids)
     r.say(
@@ -452,10 +465,12 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         )
     elif a.risk is RiskTier.HIGH:
         r.say(
-            "Because the stakes are high, I wouldn't act on either version until it is confirmed."
+            "Because the stakes are high, I wouldn't act on "
+            + ("either version" if len(names) == 2 else "any of these versions")
+            + " until it is confirmed."
         )
     r.say("To settle it:")
-    for i, label in enumerate(names[:4], 1):
+    for i, label in enumerate(names, 1):
         if label == "your own account":
             step = "Note when you last confirmed your own account, and what it was based on."
         elif _is_record(label):
@@ -463,7 +478,7 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         else:
             step = f"Ask {label} what that is based on and when it was decided."
         r.bullet(f"{i}. {step}")
-    r.ask(f"Can you confirm which is current: {_or(names[:3])}?")
+    r.ask(f"Can you confirm which is current: {_or(names)}?")
     if len(names) >= 2:
         r.say(
             f"If {names[0]} turns out to be current, follow it; if {names[1]} is the newer, "
@@ -564,11 +579,11 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
     earlier = t.phases[0]
     r.say(
         f"Going by the most recent information ({_month(latest.start)}): "
-        f"{short(a.text(latest.members[0]), 30)}."
+        f"{_said(a, latest.members[0], 30)}."
     )
     r.say(
         f"That replaces the earlier note from {_month(earlier.start)} "
-        f"({short(a.text(earlier.members[0]), 20)}), so I'd plan around the current state."
+        f"({_said(a, earlier.members[0], 20)}), so I'd plan around the current state."
     )
     r.cite(list(latest.members) + list(earlier.members))
     if d.action is Action.VERIFY:
@@ -599,19 +614,23 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
         )
         if best is not None and words & set(_text.content_words(a.text(best))):
             r.say(
-                f"So I'd go with what your memories say for that case: {short(a.text(best), 30)}."
+                f"So I'd go with what your memories say for that case: {_said(a, best, 30)}."
             )
             r.cite([best])
         else:
             r.say("I'll go with that.")
         return
-    top = a.relevant[:3]
+    # Answer from what the memories state; a stored question or request is not a fact.
+    top = [i for i in a.relevant if stated_part(a.text(i))][:3]
     if not top:
         r.say("I don't have anything on record about this yet.")
         return
-    r.say("Based on what you've told me: " + " ".join(short(a.text(i), 30) + "." for i in top))
+    answer, *more = top
+    r.say(f"From what you've told me: {_said(a, answer, 30)}.")
+    if more:
+        r.say("Also on record: " + "; ".join(_said(a, i, 24) for i in more) + ".")
+        r.say("These agree, so I'd go with that.")
     r.cite(top)
-    r.say("These agree, so I'd go with that.")
 
 
 def _nothing_on_record(a: Analysis, r: _Draft) -> None:
