@@ -46,5 +46,8 @@ def spinner(message: str, stream: TextIO | None = None) -> Iterator[None]:
         if thread is not None:
             thread.join()
         took = f"{time.monotonic() - start:.1f} s"
-        print(f"\r{message}: done in {took}" + " " * 8 if live else f"{message}: done in {took}",
-              file=out, flush=True)
+        print(
+            f"\r{message}: done in {took}" + " " * 8 if live else f"{message}: done in {took}",
+            file=out,
+            flush=True,
+        )

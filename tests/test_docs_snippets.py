@@ -53,7 +53,7 @@ def blocks(path: Path) -> list[Block]:
 
 # Runs in the child: close the network to everything but loopback, then exec each block in one
 # namespace, compiled under "page:line" so a traceback names the block.
-_RUNNER = r'''
+_RUNNER = r"""
 import json, socket, sys
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -69,7 +69,7 @@ ns = {"__name__": "__main__"}
 for block in json.load(open(sys.argv[1], encoding="utf-8")):
     print(f"--- {block['page']}:{block['line']}", flush=True)
     exec(compile(block["code"], f"{block['page']}:{block['line']}", "exec"), ns)
-'''
+"""
 
 
 def _pages_with_code() -> list[Path]:
@@ -91,9 +91,7 @@ def test_skips_are_few_and_give_reasons() -> None:
     assert len(skipped) * 3 < len(every), [f"{b.page}:{b.line}" for b in skipped]
 
 
-@pytest.mark.parametrize(
-    "page", _pages_with_code(), ids=lambda p: p.relative_to(ROOT).as_posix()
-)
+@pytest.mark.parametrize("page", _pages_with_code(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
     runnable = [b for b in blocks(page) if b.skip is None]
     if not runnable:

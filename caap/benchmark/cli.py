@@ -21,6 +21,7 @@ Handler = Callable[[argparse.Namespace], int]
 _TYPES = ("CPC", "BOC", "SCC", "NONE")
 
 
+_POLICY_HELP = "registered policy name, or module:object for your own"
 _HELP = (
     "caap tangle: run, compare, validate, ablation, probe-stale, list. Errors a user can act on "
     "(a bad dataset path, an unknown policy, a bad argument) print one line to stderr and exit "
@@ -377,7 +378,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one policy on one track and write a report")
     _common(p)
     p.add_argument("--track", choices=("oracle", "pipeline"), default="oracle")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name, or module:object for your own")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--backend",
         default="builtin",
@@ -419,7 +420,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     p = sub.add_parser("ablation", help="distractor-noise ablation, paired by instance")
     _common(p)
-    p.add_argument("--policy", required=True, metavar="NAME", help="registered policy name, or module:object for your own")
+    p.add_argument("--policy", required=True, metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--levels",
         type=_levels,
@@ -438,7 +439,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--dataset", metavar="PATH", help="a .jsonl file or directory (default: the shipped set)"
     )
     p.add_argument("--backend", default="builtin", metavar="NAME", help="memory backend")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name, or module:object for your own")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--policy-arg",
         action="append",

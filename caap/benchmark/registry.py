@@ -7,6 +7,7 @@ number, and rebuild it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -95,7 +96,9 @@ def _import_object(ref: str, kind: str) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ImportError(f"cannot import {kind} module {module_name!r} from {ref!r}: {exc}") from exc
+        raise ImportError(
+            f"cannot import {kind} module {module_name!r} from {ref!r}: {exc}"
+        ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -123,10 +126,8 @@ def _build(table: dict[str, Callable[..., Any]], kind: str, name: str, args: dic
                 raise ValueError(
                     f"{kind} {name!r} returned {type(obj).__name__}, which has no {method}()"
                 )
-        try:
+        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no spec
             setattr(obj, _SPEC_ATTR, ComponentSpec(name=name, args=args))
-        except AttributeError:  # pragma: no cover - objects with __slots__
-            pass
         return obj
     if factory is None:
         known = ", ".join(sorted(table))

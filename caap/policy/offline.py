@@ -248,14 +248,52 @@ def _month(d: datetime | None) -> str:
     return d.strftime("%B %Y") if d else "an undated point"
 
 
+_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
+_NOT_A_PERSON = {
+    *("January", "February", "March", "April", "May", "June", "July", "August"),
+    *("September", "October", "November", "December", "Monday", "Tuesday", "Wednesday"),
+    *("Thursday", "Friday", "Saturday", "Sunday"),
+}
+
+
+def _names_someone_else(a: Analysis, text: str) -> bool:
+    """Whether ``text`` names a person other than the user (a capitalised name mid-sentence,
+    or a possessive one anywhere: "Maya's clinic record")."""
+    subject = {n.lower() for n in a.subject}
+    for n, m in enumerate(re.finditer(r"\b([A-Z][a-z]+)(['’]s)?\b", text)):
+        name, possessive = m.group(1), m.group(2)
+        if name.lower() in subject or name in _NOT_A_PERSON or name[:-1] in _NOT_A_PERSON:
+            continue
+        if possessive or (n > 0 and m.start() > 0 and text[m.start() - 2] not in ".!?"):
+            return True
+    return False
+
+
 def _said(a: Analysis, memory_id: str, words: int) -> str:
     """What a memory states, cut to ``words``, addressed to the user ("you", not their name).
 
     A turn that only asks the assistant something is quoted as it is, never restated as a
-    fact; a turn that states and asks keeps only what it states.
+    fact; a turn that states and asks keeps only what it states. He/she/his/her become
+    "you"/"your" only in a memory about the user alone: in "Maya's record lists it as
+    contraindicated for her", "her" is Maya.
     """
     text = a.text(memory_id)
-    return _you(a, short(stated_part(text) or text, words))
+    clip = short(stated_part(text) or text, words)
+    mentions_user = bool(
+        re.search(r"\b(?:I|my|me|I'm|I've)\b", text)
+        or any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
+    )
+    if mentions_user and not _names_someone_else(a, text):
+        return _you(a, clip)
+    # Keep third-person pronouns as they are: rewrite only the user's name and first person.
+    kept: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        kept.append(m.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    out = _you(a, _PRONOUN.sub(hide, clip))
+    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], out)
 
 
 def _side_claim(a: Analysis, ids: list[str]) -> str:
@@ -387,9 +425,11 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     latest = phases[-1]
     other = next((p for p in reversed(phases) if p.label != latest.label), None)
-    latest_s = short(a.memories[latest.members[0]].value or a.text(latest.members[0]), 16)
+    latest_s = _you(a, short(a.memories[latest.members[0]].value or a.text(latest.members[0]), 16))
     other_s = (
-        short(a.memories[other.members[0]].value or a.text(other.members[0]), 16) if other else ""
+        _you(a, short(a.memories[other.members[0]].value or a.text(other.members[0]), 16))
+        if other
+        else ""
     )
     if d.action is Action.REVERSIBLE_TRIAL:
         r.say(
@@ -613,9 +653,7 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
             default=None,
         )
         if best is not None and words & set(_text.content_words(a.text(best))):
-            r.say(
-                f"So I'd go with what your memories say for that case: {_said(a, best, 30)}."
-            )
+            r.say(f"So I'd go with what your memories say for that case: {_said(a, best, 30)}.")
             r.cite([best])
         else:
             r.say("I'll go with that.")

@@ -300,7 +300,7 @@ def test_report_round_trips(tmp_path: Path) -> None:
 
 # -- a user's own policy and judge from module:object ----------------------------------------------
 
-_USER_MODULE = '''
+_USER_MODULE = """
 from caap.benchmark.base import Scores
 from caap.models import Action, Decision, Response
 
@@ -320,11 +320,12 @@ class UserJudge:
     name = "user-judge"
 
     def score(self, item):
-        return Scores(d1=1, d2=1, d3=1, d4=1, d5=1, d6="partial" if item.instance.high_risk else None)
+        d6 = "partial" if item.instance.high_risk else None
+        return Scores(d1=1, d2=1, d3=1, d4=1, d5=1, d6=d6)
 
 
 judge_instance = UserJudge()
-'''
+"""
 
 
 def test_run_policy_and_judge_from_module_object(
