@@ -467,9 +467,31 @@ def _source_kind(source: str) -> str:
     return "a personal account: first-hand, but not a record"
 
 
+_OWN = {"your own account", "self-report", "self report", "user", "self"}
+_OWNED_SOURCE = re.compile(
+    r"^(?:the\s+)?([A-Z][a-z]+)['’]s\s+([a-z]+(?:\s+[a-z]+){0,2}?)\s+[a-z]+s\b"
+)
+
+
+def _shown_source(a: Analysis, label: str, ids: list[str]) -> str:
+    """The label to show for a side: the source its memory names, never "your own account"
+    for a note that opens with someone else's record or account ("Maya's pharmacy shows")."""
+    if label.strip().lower() not in _OWN or not ids:
+        return label
+    best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
+    m = _OWNED_SOURCE.match(a.text(best).strip())
+    if m and m.group(1).lower() not in {n.lower() for n in a.subject}:
+        return f"{m.group(1)}'s {m.group(2)}"
+    return label
+
+
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     # The sources named, checked and asked about are the same ones (at most four).
-    sides = dict(list(_sides(a).items())[:4])
+    raw = dict(list(_sides(a).items())[:4])
+    shown = {label: _shown_source(a, label, ids) for label, ids in raw.items()}
+    if len(set(shown.values())) < len(shown):  # two sides would read the same: keep the graph's
+        shown = {label: label for label in raw}
+    sides = {shown[label]: ids for label, ids in raw.items()}
     r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
     for label, ids in sides.items():
         r.bullet(f"{_cap(label)}: {_side_claim(a, ids)}.")
@@ -483,12 +505,13 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     view = a.source_view
     if view is not None and view.informed:
         r.say(f"When you confirmed before, {view.describe()}.")
-        if d.action is Action.COMMIT and view.favoured in sides:
+        if d.action is Action.COMMIT and view.favoured in raw:
+            favoured = shown[view.favoured]
             r.say(
-                f"Going by that record, I'd go with {view.favoured} for now "
-                f"({_side_claim(a, sides[view.favoured])}), and revisit if it turns out wrong."
+                f"Going by that record, I'd go with {favoured} for now "
+                f"({_side_claim(a, sides[favoured])}), and revisit if it turns out wrong."
             )
-            r.ask(f"Is that still right, or has {view.favoured} been wrong here too?")
+            r.ask(f"Is that still right, or has {favoured} been wrong here too?")
             return
     if d.action is Action.COMMIT:
         rec = next((s for s in names if _is_record(s)), names[0])

@@ -125,3 +125,25 @@ def test_a_stored_request_is_not_restated_as_a_fact(tmp_path: Path, embedder: An
         assert "vegetarian" in resp.text
     assert "recipe for a creamy chicken curry" not in resp.text, resp.text
     assert "Noor has" not in resp.text
+
+
+def test_a_note_that_names_its_source_is_not_labelled_your_own_account(
+    tmp_path: Path, embedder: Any
+) -> None:
+    # The memories of examples/mem0_backend.py: the pharmacy note has no "says"/"according to".
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    user = "maya-family"
+    agent.remember_many(
+        [
+            "Maya's clinic record lists ibuprofen as contraindicated for her.",
+            "Maya's father says the pediatrician approved ibuprofen for her fevers last year.",
+            "Maya's pharmacy shows repeated ibuprofen purchases this winter.",
+            "Maya plays the cello in the school orchestra.",
+        ],
+        user,
+    )
+    resp = agent.respond("Can I give Maya ibuprofen for her fever tonight?", user)
+    agent.close()
+    assert "Your own account: Maya's pharmacy" not in resp.text, resp.text
+    if "pharmacy" in resp.text:
+        assert "Maya's pharmacy:" in resp.text, resp.text
