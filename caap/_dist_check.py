@@ -7,7 +7,8 @@ package: the two overwrite each other's files, so they cannot share an environme
 
 from __future__ import annotations
 
-from importlib import metadata
+import os
+import sys
 
 #: This project's distribution name on PyPI.
 DISTRIBUTION = "caap-memory"
@@ -16,16 +17,49 @@ DISTRIBUTION = "caap-memory"
 OWN_SUMMARY = "Conflict-aware memory"
 
 
-def foreign_caap() -> str | None:
-    """A description of the unrelated ``caap`` distribution when it is installed, else ``None``."""
+def _headers(path: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     try:
-        dist = metadata.distribution("caap")
-    except metadata.PackageNotFoundError:
-        return None
-    summary = str(dist.metadata.get("Summary") or "")
-    if summary.startswith(OWN_SUMMARY):
-        return None  # this project, installed under its old name
-    return f"caap {dist.version} ({summary or 'no summary'})"
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the headers end at the first blank line
+                key, sep, value = line.partition(":")
+                if sep and not key.startswith((" ", "\t")):
+                    out.setdefault(key.strip().lower(), value.strip())
+    except OSError:
+        pass
+    return out
+
+
+def foreign_caap() -> str | None:
+    """A description of the unrelated ``caap`` distribution when it is installed, else ``None``.
+
+    Reads the ``caap-*.dist-info`` / ``.egg-info`` metadata on ``sys.path`` directly (not
+    ``importlib.metadata``, whose import alone costs more than the command line's start).
+    """
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if not low.startswith(("caap-", "caap.")) or not low.endswith(
+                (".dist-info", ".egg-info")
+            ):
+                continue
+            meta = os.path.join(entry or ".", name, "METADATA")
+            if not os.path.exists(meta):
+                meta = os.path.join(entry or ".", name, "PKG-INFO")
+            head = _headers(meta)
+            if head.get("name", "").lower().replace("_", "-") != "caap":
+                continue
+            summary = head.get("summary", "")
+            if summary.startswith(OWN_SUMMARY):
+                continue  # this project, installed under its old name
+            return f"caap {head.get('version', '?')} ({summary or 'no summary'})"
+    return None
 
 
 def conflict_message(found: str) -> str:

@@ -13,8 +13,8 @@ Where the two differ from Mem0 (all by design):
 * ``update`` never overwrites: it stores a new version that takes the memory's place in
   recall, closes the earlier version (its edges are closed and kept for audit) and keeps the
   earlier versions' records in the new one's history.
-* The same statement (same text, scope, source, context and observed time) is stored once:
-  ``add`` reports the existing memory with ``event: "NONE"``.
+* The same statement (same text, scope and observed time, and no other source or context given)
+  is stored once: ``add`` reports the existing memory with ``event: "NONE"``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def load_config(config: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         raise ValueError("config must be a mapping of Agent arguments")
     unknown = sorted(k for k in data if k not in _CONFIG_KEYS)
     if unknown:
-        raise ValueError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}")
+        raise ValueError(
+            f"unknown config key {unknown[0]!r}; known keys: {', '.join(_CONFIG_KEYS)}"
+        )
     return dict(data)
 
 
@@ -353,20 +355,23 @@ class Mem0Api:
         with agent._lock:
             # Validate every item (and normalise facets) before deduplicating against them.
             built = [agent._build(item, user_id) for item in items]
-            existing = {self._dedup_key(m): m for m in agent.memories(user_id)}
+            existing: dict[tuple[Any, ...], list[Memory]] = {}
+            for m in agent.memories(user_id):
+                existing.setdefault(self._dedup_key(m), []).append(m)
             # Per statement: the existing memory it repeats, or the index of the fresh item
             # that stores it (the same statement twice in one call is stored once).
             slots: list[Memory | int] = []
             fresh: list[dict[str, Any]] = []
             first: dict[tuple[Any, ...], int] = {}
-            for item, m in zip(items, built):
+            for item, m in zip(items, built, strict=True):
                 key = self._dedup_key(m)
-                if key in existing:
-                    slots.append(existing[key])
-                elif key in first:
-                    slots.append(first[key])
+                same = next((e for e in existing.get(key, []) if self._same_facets(m, e)), None)
+                if same is not None:
+                    slots.append(same)
+                elif (*key, m.source, m.context) in first:
+                    slots.append(first[(*key, m.source, m.context)])
                 else:
-                    first[key] = len(fresh)
+                    first[(*key, m.source, m.context)] = len(fresh)
                     slots.append(len(fresh))
                     fresh.append(item)
             stored = agent.remember_many(fresh, user_id)
@@ -387,9 +392,15 @@ class Mem0Api:
             " ".join(m.text.split()),
             m.metadata.get(AGENT_KEY),
             m.metadata.get(RUN_KEY),
-            m.source,
-            m.context,
             m.observed_at,
+        )
+
+    @staticmethod
+    def _same_facets(new: Memory, stored: Memory) -> bool:
+        # A stored memory's source and context may have been inferred from its text: only a
+        # source or context given with the new statement can make it another statement.
+        return (new.source is None or new.source == stored.source) and (
+            new.context is None or new.context == stored.context
         )
 
     def search(

@@ -106,7 +106,8 @@ class Agent(Mem0Api):
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
         store: Where memories, conflict edges and confirmed source outcomes persist:
             ``None`` for ``PATH/graph.sqlite``, another SQLite path, a ``postgresql://`` DSN
-            (needs ``caap-memory[postgres]``), or a :class:`~caap.conflict_graph.ConflictGraphStore`.
+            (needs ``caap-memory[postgres]``), or a
+            :class:`~caap.conflict_graph.ConflictGraphStore`.
             The agent closes it on :meth:`close`.
         reliability_threshold: Posterior margin a source's claim needs, by the user's
             confirmed track record, before a low-stakes source conflict is committed on.

@@ -303,8 +303,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``caap`` command."""
+#: Commands whose parser needs neither the benchmark harness nor the reliability tools:
+#: ``caap ask --server URL`` then imports no more than the standard library.
+_LIGHT_COMMANDS = frozenset({"demo", "remember", "ask", "conflicts", "forget", "resolve", "serve"})
+
+
+def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of the ``caap`` command (``full=False``: without the ``tangle`` and
+    ``reliability`` commands, whose parsers import the benchmark harness)."""
     parser = argparse.ArgumentParser(
         prog="caap", description="Conflict-aware memory and action policy for LLM agents."
     )
@@ -417,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")
     p.set_defaults(handler=cmd_bench)
 
+    if not full:
+        return parser
     try:
         from caap.benchmark.cli import add_tangle_parser
     except ImportError:  # pragma: no cover - the harness ships with caap
@@ -439,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if found is not None:
         print(f"caap: error: {conflict_message(found)}", file=sys.stderr)
         return 2
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(full=not (argv and argv[0] in _LIGHT_COMMANDS))
     args = parser.parse_args(argv)
     from caap.client import ServerError
 

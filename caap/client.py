@@ -89,7 +89,9 @@ class Client:
 
     def remember(self, text: str, user_id: str, **facets: Any) -> dict[str, Any]:
         """Store one memory (``source``, ``context``, ``observed_at``, ... as keywords)."""
-        return dict(self._call("POST", "/v1/remember", {"text": text, "user_id": user_id, **facets}))
+        return dict(
+            self._call("POST", "/v1/remember", {"text": text, "user_id": user_id, **facets})
+        )
 
     def add(self, messages: Any, user_id: str, **kwargs: Any) -> dict[str, Any]:
         """Store a text or a chat's user statements (``agent_id``, ``run_id``, ``metadata`` ...)."""
@@ -98,7 +100,9 @@ class Client:
 
     def search(self, query: str, user_id: str, **kwargs: Any) -> dict[str, Any]:
         """Nearest memories (``filters``, ``limit``, ``agent_id``, ``run_id``, ``threshold``)."""
-        return dict(self._call("POST", "/v1/search", {"query": query, "user_id": user_id, **kwargs}))
+        return dict(
+            self._call("POST", "/v1/search", {"query": query, "user_id": user_id, **kwargs})
+        )
 
     def recall(self, query: str, user_id: str, k: int = 8) -> dict[str, Any]:
         """Hits and their whole conflict clusters."""

@@ -87,7 +87,7 @@ class Operations:
 
     def add(
         self,
-        messages: str | list[dict[str, Any]] | dict[str, Any],
+        messages: str | dict[str, Any] | list[str | dict[str, Any]],
         user_id: str,
         agent_id: str | None = None,
         run_id: str | None = None,
@@ -235,7 +235,7 @@ class RememberIn(BaseModel):
 class AddIn(BaseModel):
     """A text, one chat message or a list of them (Mem0's ``add``)."""
 
-    messages: str | list[dict[str, Any]] | dict[str, Any]
+    messages: str | dict[str, Any] | list[str | dict[str, Any]]
     user_id: str
     agent_id: str | None = None
     run_id: str | None = None
@@ -283,6 +283,16 @@ class UpdateIn(BaseModel):
     text: str
     user_id: str
     metadata: dict[str, Any] | None = None
+
+
+class ListIn(BaseModel):
+    """Scope and metadata filters for a listing."""
+
+    user_id: str
+    agent_id: str | None = None
+    run_id: str | None = None
+    filters: dict[str, Any] | None = None
+    limit: int = 100
 
 
 class MemoryRefIn(BaseModel):
@@ -455,15 +465,6 @@ def create_app(
         """Every current memory of the user (filters: POST /v1/memories/list)."""
         return ops.get_all(user_id, agent_id=agent_id, run_id=run_id, limit=limit)
 
-    class ListIn(BaseModel):
-        """Scope and metadata filters for a listing."""
-
-        user_id: str
-        agent_id: str | None = None
-        run_id: str | None = None
-        filters: dict[str, Any] | None = None
-        limit: int = 100
-
     @app.post("/v1/memories/list", tags=["mem0"], dependencies=auth)
     def get_all_filtered(body: ListIn) -> dict[str, Any]:
         """Every current memory of the user matching scope and metadata filters."""
@@ -489,7 +490,7 @@ def create_app(
         if api_key is not None:
             mcp_app = _KeyGuard(mcp_app, api_key)
         # Last, so the API's routes match first; /mcp falls through to the MCP app.
-        app.mount("/", mcp_app)  # type: ignore[arg-type]
+        app.mount("/", mcp_app)
     return app
 
 

@@ -42,7 +42,8 @@ try:
     import letta_client
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f'the letta backend needs letta-client ({exc.name or exc}): pip install "caap-memory[letta]"'
+        f"the letta backend needs letta-client ({exc.name or exc}): "
+        'pip install "caap-memory[letta]"'
     ) from exc
 
 __all__ = ["DEFAULT_LETTA_URL", "LettaBackend"]

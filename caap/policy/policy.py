@@ -209,7 +209,7 @@ class CaapPolicy:
         except (LLMError, ValueError) as exc:
             kind = getattr(exc, "kind", "malformed_output")
             logger.warning(
-                "LLM backbone %s failed to write the answer (%s: %s); the offline backbone wrote it",
+                "LLM backbone %s failed to write the answer (%s: %s); the offline one wrote it",
                 self.model.name,
                 kind,
                 str(exc)[:200],

@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip(
     "caap.adapters.memos",
     exc_type=ImportError,
-    reason='MemOS is not installed (pip install "caap-memory[memos]"); .ci/run tests it in its own venv',
+    reason='MemOS is not installed (pip install "caap-memory[memos]"); '
+    ".ci/run tests it in its own venv",
 )
 
 from caap.adapters import get_backend
