@@ -8,6 +8,7 @@ when ``--server URL`` (or ``CAAP_SERVER``) is given: no model is loaded in the c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -23,8 +24,12 @@ __all__ = ["build_parser", "main"]
 def _agent(data: str, llm: str | None = None) -> Any:
     from caap import Agent
 
-    # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see docs/deployment.md.
-    return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
+    # Whatever torch, transformers or a backend prints while loading is a diagnostic, not the
+    # command's output: it goes to stderr, so stdout stays parseable.
+    with contextlib.redirect_stdout(sys.stderr):
+        # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see
+        # docs/deployment.md.
+        return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
 
 
 def _print_response(resp: Any, memories: dict[str, str], out: Any = None) -> None:
@@ -103,7 +108,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with spinner("Loading the embedding model and storing the example memories"):
         agent = _agent(data, args.llm)
         if not agent.memories(user):
-            agent.remember_many(persona["memories"], user)
+            with contextlib.redirect_stdout(sys.stderr):
+                agent.remember_many(persona["memories"], user)
     with agent:
         texts = {m.id: m.text for m in agent.memories(user)}
         print(f"CAAP demo: {persona['name']} — {persona['summary']}")

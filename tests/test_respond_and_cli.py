@@ -44,6 +44,8 @@ def test_demo_shows_each_kind_of_action(tmp_path: Path, capsys: pytest.CaptureFi
     out = captured.out
     # A progress line while the model loads, on stderr (stdout is the demo's output).
     assert "Loading the embedding model" in captured.err
+    # Nothing a library prints while loading comes before the demo's own first line.
+    assert out.splitlines()[0].startswith("CAAP demo:"), out[:300]
     # The labels are explained, the folder is kept, and the next commands are given.
     for term in ("CPC", "BOC", "SCC", "aspect ids"):
         assert any(line.lstrip().startswith(term) for line in out.splitlines()), term

@@ -248,6 +248,9 @@ def _month(d: datetime | None) -> str:
     return d.strftime("%B %Y") if d else "an undated point"
 
 
+_OBJECT_HER = re.compile(
+    r"\bher\b(?=\s*(?:[.,;:!?]|$|\s(?:and|or|but|to|for|with|at|in|on|from|by|as|when|if)\b))"
+)
 _PRONOUN = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
 _NOT_A_PERSON = {
     *("January", "February", "March", "April", "May", "June", "July", "August"),
@@ -284,6 +287,8 @@ def _said(a: Analysis, memory_id: str, words: int) -> str:
         or any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
     )
     if mentions_user and not _names_someone_else(a, text):
+        # "her" as an object ("contraindicated for her.") is "you", not "your".
+        clip = _OBJECT_HER.sub("you", clip)
         return _you(a, clip)
     # Keep third-person pronouns as they are: rewrite only the user's name and first person.
     kept: list[str] = []
@@ -468,8 +473,12 @@ def _source_kind(source: str) -> str:
 
 
 _OWN = {"your own account", "self-report", "self report", "user", "self"}
+# "<Name>'s <thing> <reports>": a record or account that someone owns speaks (the verbs of
+# reporting and recording, a closed class; a copula like "is" states a fact instead).
 _OWNED_SOURCE = re.compile(
-    r"^(?:the\s+)?([A-Z][a-z]+)['’]s\s+([a-z]+(?:\s+[a-z]+){0,2}?)\s+[a-z]+s\b"
+    r"^(?:the\s+)?([A-Z][a-z]+)['’]s\s+([a-z]+(?:\s+[a-z]+){0,2}?)\s+"
+    r"(?:shows|lists|says|states|records|notes|reports|indicates|mentions|confirms|logs|"
+    r"claims|insists|suggests|has\s+(?:recorded|logged|noted|listed))\b"
 )
 
 
@@ -480,9 +489,7 @@ def _shown_source(a: Analysis, label: str, ids: list[str]) -> str:
         return label
     best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
     m = _OWNED_SOURCE.match(a.text(best).strip())
-    if m and m.group(1).lower() not in {n.lower() for n in a.subject}:
-        return f"{m.group(1)}'s {m.group(2)}"
-    return label
+    return f"{m.group(1)}'s {m.group(2)}" if m else label
 
 
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:

@@ -119,6 +119,7 @@ def test_a_stored_request_is_not_restated_as_a_fact(tmp_path: Path, embedder: An
     user = "noor"
     agent.remember("Can you give me a recipe for a creamy chicken curry tonight?", user)
     agent.remember("Noor has been vegetarian since last summer.", user)
+    agent.remember("Noor cycles to work every day.", user)  # the name recurs: it is the user's
     resp = agent.respond("What do I eat these days?", user)
     agent.close()
     if resp.decision.action is Action.COMMIT:
