@@ -554,7 +554,7 @@ def add_reliability_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval",
         help="fit on train, calibrate on cal, score test; baselines side by side",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

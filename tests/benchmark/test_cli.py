@@ -370,3 +370,10 @@ def test_tangle_help_is_plain_text_and_lists_every_command(
     assert "``" not in out
     for command in ("run", "compare", "validate", "ablation", "probe-stale", "list"):
         assert command in out.split("positional arguments")[0], command
+
+
+def test_reliability_eval_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["reliability", "eval", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "default: the shipped seed" in out
