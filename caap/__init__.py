@@ -19,6 +19,7 @@ from caap._dist_check import check_distribution
 check_distribution()
 
 if TYPE_CHECKING:
+    from caap._embeddings import Embedder, get_embedder
     from caap.agent import Agent
     from caap.async_agent import AsyncAgent
     from caap.models import (
@@ -39,6 +40,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Agent": "caap.agent",
     "AsyncAgent": "caap.async_agent",
+    "Embedder": "caap._embeddings",
+    "get_embedder": "caap._embeddings",
     **{
         name: "caap.models"
         for name in (
@@ -65,11 +68,13 @@ __all__ = [
     "ConflictType",
     "Decision",
     "EdgeKind",
+    "Embedder",
     "Memory",
     "Recall",
     "Response",
     "RiskTier",
     "__version__",
+    "get_embedder",
 ]
 
 

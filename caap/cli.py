@@ -8,6 +8,7 @@ when ``--server URL`` (or ``CAAP_SERVER``) is given: no model is loaded in the c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -23,8 +24,12 @@ __all__ = ["build_parser", "main"]
 def _agent(data: str, llm: str | None = None) -> Any:
     from caap import Agent
 
-    # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see docs/deployment.md.
-    return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
+    # Whatever torch, transformers or a backend prints while loading is a diagnostic, not the
+    # command's output: it goes to stderr, so stdout stays parseable.
+    with contextlib.redirect_stdout(sys.stderr):
+        # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see
+        # docs/deployment.md.
+        return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
 
 
 def _print_response(resp: Any, memories: dict[str, str], out: Any = None) -> None:
@@ -74,27 +79,46 @@ def _no_memories(user: str, where: str) -> NotFound:
     return NotFound(f"no memories for user {user!r} in {where} (check --user and --data)")
 
 
+_GLOSSARY = """\
+What the labels mean:
+  CPC    context-dependent preference conflict: each memory holds in its own situation
+         (an early shift vs a free day); the answer depends on which situation applies.
+  BOC    behavioural oscillation: a habit that keeps switching back and forth over time;
+         the latest phase is not a safe guess.
+  SCC    source credibility conflict: sources disagree (a record, a relative, the user);
+         which one governs has to be checked, and on health or safety it is never guessed.
+  STALE  a later fact replaced an earlier one; the earlier one is kept as history.
+  aspect ids ({example}) name the topic a conflict cluster is about, made from words
+         its memories share; `caap conflicts` lists them with their memories."""
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Store an example persona's conflicting memories and answer four everyday queries."""
+    """Store an example persona's conflicting memories and answer four everyday queries.
+
+    The data folder is kept (a new temporary one unless ``--data`` names one), so the next
+    commands it prints can look at it.
+    """
+    from caap._progress import spinner
+
     persona = json.loads(
         (resources.files("caap") / "data" / "demo_persona.json").read_text(encoding="utf-8")
     )
-    tmp = None
-    data = args.data
-    if data is None:
-        tmp = tempfile.TemporaryDirectory(prefix="caap-demo-")
-        data = tmp.name
-    try:
+    data = args.data or tempfile.mkdtemp(prefix="caap-demo-")
+    user = persona["user_id"]
+    with spinner("Loading the embedding model and storing the example memories"):
         agent = _agent(data, args.llm)
-        user = persona["user_id"]
         if not agent.memories(user):
-            agent.remember_many(persona["memories"], user)
+            with contextlib.redirect_stdout(sys.stderr):
+                agent.remember_many(persona["memories"], user)
+    with agent:
         texts = {m.id: m.text for m in agent.memories(user)}
         print(f"CAAP demo: {persona['name']} — {persona['summary']}")
         print(f"{len(texts)} memories stored with the builtin backend in {data}")
         clusters = agent.conflicts(user)
         kept = ", ".join(f"{c.aspect} ({c.conflict_type.value})" for c in clusters)
         print(f"conflicts kept: {kept}")
+        example = clusters[0].aspect if clusters else "couple_beer"
+        print("\n" + _GLOSSARY.format(example=example))
         results = []
         for q in persona["queries"]:
             resp = agent.respond(q, user)
@@ -104,11 +128,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
             results.append({"query": q, **resp.model_dump(mode="json")})
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
-        agent.close()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    quoted = _shell_quote(data)
+    print("\n" + "=" * 78)
+    print(f"The demo's data is kept in {data} (delete the folder when done). Try next:")
+    print(f'  caap ask "Should I have a beer tonight?" --user {user} --data {quoted}')
+    print(
+        f'  caap remember "{persona["name"]} has an early shift tomorrow." --user {user} '
+        f"--data {quoted}"
+    )
+    print(f"  caap conflicts --user {user} --data {quoted}")
+    print("  caap tangle run --out runs/first      # the TANGLE benchmark, oracle track")
     return 0
+
+
+def _shell_quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
@@ -295,7 +331,9 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="run the example agent on the embedded default backend")
-    p.add_argument("--data", help="data directory to keep (default: a temporary one)")
+    p.add_argument(
+        "--data", help="data directory (default: a new temporary one); kept after the demo"
+    )
     p.add_argument(
         "--llm", help="OpenAI-compatible model for the LLM backbone, e.g. openai:gpt-4o-mini"
     )

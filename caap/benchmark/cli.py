@@ -21,6 +21,14 @@ Handler = Callable[[argparse.Namespace], int]
 _TYPES = ("CPC", "BOC", "SCC", "NONE")
 
 
+_POLICY_HELP = "registered policy name, or module:object for your own"
+_HELP = (
+    "caap tangle: run, compare, validate, ablation, probe-stale, list. Errors a user can act on "
+    "(a bad dataset path, an unknown policy, a bad argument) print one line to stderr and exit "
+    "with status 2; validate exits 1 when the dataset has errors."
+)
+
+
 class UsageError(Exception):
     """A mistake in the command line that the user can fix."""
 
@@ -415,8 +423,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--judge",
         default="structural",
-        metavar="structural|llm:MODEL",
-        help="judge (default: structural, an offline proxy)",
+        metavar="structural|llm:MODEL|module:object",
+        help="judge (default: structural, an offline proxy); module:object for your own",
     )
     p.add_argument("--limit", type=_positive, metavar="K", help="run only the first K instances")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="shuffle seed (default 0)")
@@ -429,7 +437,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     Every subcommand sets ``handler``: a function from the parsed args to an exit status.
     """
     tangle: argparse.ArgumentParser = subparsers.add_parser(
-        "tangle", help="the TANGLE benchmark harness", description=__doc__
+        "tangle", help="the TANGLE benchmark harness", description=_HELP
     )
     sub = tangle.add_subparsers(dest="tangle_command", metavar="COMMAND")
 
@@ -442,7 +450,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one policy on one track and write a report")
     _common(p)
     p.add_argument("--track", choices=("oracle", "pipeline"), default="oracle")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--backend",
         default="builtin",
@@ -511,7 +519,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     p = sub.add_parser("ablation", help="distractor-noise ablation, paired by instance")
     _common(p)
-    p.add_argument("--policy", required=True, metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", required=True, metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--levels",
         type=_levels,
@@ -536,7 +544,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--dataset", metavar="PATH", help="a .jsonl file or directory (default: the shipped set)"
     )
     p.add_argument("--backend", default="builtin", metavar="NAME", help="memory backend")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--policy-arg",
         action="append",
