@@ -5,6 +5,7 @@
 >>> agent.remember("Ethan texts his peers but calls his boss.", "ethan")  # doctest: +SKIP
 """
 
+from caap._validation import DEFAULT_MAX_TEXT_BYTES, split_text
 from caap.agent import Agent
 from caap.models import (
     Action,
@@ -22,6 +23,7 @@ from caap.models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_TEXT_BYTES",
     "Action",
     "Agent",
     "ConflictCluster",
@@ -34,4 +36,5 @@ __all__ = [
     "Response",
     "RiskTier",
     "__version__",
+    "split_text",
 ]

@@ -24,6 +24,14 @@ import numpy as np
 
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
 from caap._timing import phase
+from caap._validation import (
+    DEFAULT_MAX_TEXT_BYTES,
+    check_items,
+    check_json_mapping,
+    check_memory_id,
+    check_provenance,
+    check_text,
+)
 from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import backend_class, get_backend
@@ -77,14 +85,14 @@ def _backend_options(name: str, path: Path, options: Mapping[str, Any] | None) -
     return out
 
 
-def _opt_str(value: object, field: str) -> str | None:
+def _opt_str(value: object, field: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a str, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{field} must not be blank")
-    return value.strip()
+    return check_text(value, field, max_bytes).strip()
 
 
 class Agent:
@@ -113,6 +121,9 @@ class Agent:
             before learning it; ``None`` keeps ``reliability_threshold``.
         dependencies: Facet dependency map for propagated invalidation, used by the graph and
             the policy (default: :data:`caap.conflict_graph.DEFAULT_DEPENDENCIES`).
+        max_text_bytes: Longest memory text, facet or query accepted, in UTF-8 bytes (default
+            32 KiB). Longer texts are rejected with an error naming the field, never
+            truncated; :func:`caap.split_text` splits one on request.
     """
 
     def __init__(
@@ -130,6 +141,7 @@ class Agent:
         reliability_threshold: float = 0.5,
         reliability_recalibrate_after: int | None = 20,
         dependencies: DependencyMap | None = None,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -139,6 +151,11 @@ class Agent:
                 f"reliability_threshold must be in [0, 1], got {reliability_threshold!r}"
             )
         self.reliability_threshold = float(reliability_threshold)
+        if not isinstance(max_text_bytes, int) or isinstance(max_text_bytes, bool):
+            raise TypeError(f"max_text_bytes must be an int, got {type(max_text_bytes).__name__}")
+        if max_text_bytes < 1:
+            raise ValueError(f"max_text_bytes must be >= 1, got {max_text_bytes!r}")
+        self.max_text_bytes = max_text_bytes
         if reliability_recalibrate_after is not None and reliability_recalibrate_after < 1:
             raise ValueError(
                 "reliability_recalibrate_after must be a positive int or None, got "
@@ -236,7 +253,7 @@ class Agent:
         Nothing is stored if any item is invalid.
         """
         user_id = self._check_user(user_id)
-        memories = [self._build(item, user_id) for item in items]
+        memories = [self._build(item, user_id) for item in check_items(items)]
         if not memories:
             return []
         with self._lock:
@@ -268,6 +285,7 @@ class Agent:
 
         Returns ``False`` when the user has no such memory (another user's id included).
         """
+        memory_id = check_memory_id(memory_id)
         user_id = self._check_user(user_id)
         with self._lock:
             graph = self._graph(user_id)
@@ -287,8 +305,7 @@ class Agent:
         Hits come first (best first), then the other members of their clusters ranked by
         similarity to the query, so one side of a conflict never arrives without the others.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        check_text(query, "query", self.max_text_bytes, blank_ok=True)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
         user_id = self._check_user(user_id)
@@ -451,11 +468,7 @@ class Agent:
     # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _check_user(user_id: object) -> str:
-        if not isinstance(user_id, str):
-            raise TypeError(f"user_id must be a str, got {type(user_id).__name__}")
-        if not user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
-        return user_id
+        return check_text(user_id, "user_id", 1024)
 
     def _build(self, item: str | Mapping[str, Any], user_id: str) -> Memory:
         if isinstance(item, str):
@@ -463,28 +476,23 @@ class Agent:
         if not isinstance(item, Mapping):
             raise TypeError(f"each item must be a str or a mapping, got {type(item).__name__}")
         data = dict(item)
-        text = data.pop("text", None)
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text.strip():
-            raise ValueError("text must be a non-empty string")
-        metadata = data.pop("metadata", None) or {}
-        provenance = data.pop("provenance", None) or {}
+        limit = self.max_text_bytes
+        text = check_text(data.pop("text", None), "text", limit)
+        metadata = check_json_mapping(data.pop("metadata", None), "metadata")
+        provenance = check_provenance(data.pop("provenance", None), limit)
         unknown = sorted(k for k, v in data.items() if k not in FACETS and v is not None)
         if unknown:
             raise ValueError(f"unknown facet {unknown[0]!r}; known facets: {', '.join(FACETS)}")
-        if not isinstance(metadata, Mapping):
-            raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
         return Memory(
             user_id=user_id,
             text=text,
-            source=_opt_str(data.get("source"), "source"),
-            context=_opt_str(data.get("context"), "context"),
-            aspect=_opt_str(data.get("aspect"), "aspect"),
-            value=_opt_str(data.get("value"), "value"),
+            source=_opt_str(data.get("source"), "source", limit),
+            context=_opt_str(data.get("context"), "context", limit),
+            aspect=_opt_str(data.get("aspect"), "aspect", limit),
+            value=_opt_str(data.get("value"), "value", limit),
             observed_at=_as_datetime(data.get("observed_at"), "observed_at"),
-            metadata=dict(metadata),
-            provenance={str(k): str(v) for k, v in dict(provenance).items()},
+            metadata=metadata,
+            provenance=provenance,
         )
 
     def _graph(self, user_id: str) -> ConflictGraph:
