@@ -40,7 +40,12 @@ from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.stale import DependencyMap
-from caap.conflict_graph.store import ConflictGraphStore, StoredMemory, open_store
+from caap.conflict_graph.store import (
+    ConflictGraphStore,
+    StoreCorruptError,
+    StoredMemory,
+    open_store,
+)
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
@@ -54,7 +59,12 @@ from caap.models import (
     utcnow,
 )
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "StoreMismatchWarning"]
+
+
+class StoreMismatchWarning(UserWarning):
+    """The search index and the graph store disagree about a user's memories."""
+
 
 #: Reading which source an answer confirms: the closest side must be at least this similar to
 #: the answer, and this much closer than the next side.
@@ -124,6 +134,13 @@ class Agent:
         max_text_bytes: Longest memory text, facet or query accepted, in UTF-8 bytes (default
             32 KiB). Longer texts are rejected with an error naming the field, never
             truncated; :func:`caap.split_text` splits one on request.
+        read_only: Open an existing data directory for reading only (``recall``,
+            ``respond``, ``conflicts``, ...; writes raise ``PermissionError``). Works on a
+            read-only filesystem: the builtin index is searched from a temporary copy.
+
+    Raises:
+        StoreCorruptError: The graph store cannot be read, or it has lost memories the
+            vector index still holds (see ``caap doctor``).
     """
 
     def __init__(
@@ -142,6 +159,7 @@ class Agent:
         reliability_recalibrate_after: int | None = 20,
         dependencies: DependencyMap | None = None,
         max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -163,9 +181,15 @@ class Agent:
             )
         self.reliability_recalibrate_after = reliability_recalibrate_after
         self.path = Path(path)
+        self.read_only = bool(read_only)
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
-        self.path.mkdir(parents=True, exist_ok=True)
+        if self.read_only:
+            if not self.path.is_dir():
+                raise FileNotFoundError(f"data directory {str(self.path)!r} does not exist")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self._readonly_tmp: Any = None
         # Resolve a named backend first: a missing extra fails before a model is loaded.
         named = isinstance(backend, str) and backend != "builtin"
         options = _backend_options(str(backend), self.path, backend_options) if named else {}
@@ -174,7 +198,9 @@ class Agent:
             self.backend = backend
         elif backend == "builtin":
             self.backend = BuiltinBackend(
-                self.path, embedder=self.embedder, **dict(backend_options or {})
+                self._index_dir(backend_options),
+                embedder=self.embedder,
+                **dict(backend_options or {}),
             )
         elif isinstance(backend, str):
             self.backend = get_backend(backend, **options)
@@ -182,9 +208,13 @@ class Agent:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
             )
-        self.store: ConflictGraphStore[Any] = open_store(
-            self.path / "graph.sqlite" if store is None else store
-        )
+        try:
+            self.store: ConflictGraphStore[Any] = open_store(
+                self.path / "graph.sqlite" if store is None else store, read_only=self.read_only
+            )
+        except BaseException:
+            self.backend.close()
+            raise
         self.extractor = extractor
         self.config = config or GraphConfig()
         self._graphs: dict[str, ConflictGraph] = {}
@@ -193,6 +223,7 @@ class Agent:
         self.dependencies = dependencies
         self._policy: Any = None
         self._reliability: dict[str, ReliabilityModel] = {}
+        self._generations: dict[str, int | None] = {}
 
     @property
     def policy(self) -> Any:
@@ -256,22 +287,34 @@ class Agent:
         memories = [self._build(item, user_id) for item in check_items(items)]
         if not memories:
             return []
+        self._check_writable()
         with self._lock:
-            graph = self._graph(user_id)
-            with phase("graph"):
-                results = graph.add_many(memories)
             try:
-                with phase("sqlite"), self.store.transaction() as db:
-                    self.store.write(
-                        [StoredMemory(r.memory, r.inferred, r.vector) for r in results],
-                        [e for r in results for e in (*r.new_edges, *r.closed_edges)],
-                        db=db,
-                    )
-                    relabeled = {m.id: m for r in results for m in r.relabeled}
-                    new_ids = {r.memory.id for r in results}
-                    self.store.update_memories(
-                        [m for i, m in relabeled.items() if i not in new_ids], db=db
-                    )
+                # One write transaction around read-link-write: another process writing the
+                # same store waits, and the graph is reloaded first if one already wrote, so
+                # memories from different processes are linked too.
+                with self.store.transaction() as db:
+                    self.store.lock_user(user_id, db=db)
+                    graph = self._graph(user_id)
+                    with phase("graph"):
+                        results = graph.add_many(memories)
+                    with phase("sqlite"):
+                        self.store.write(
+                            [
+                                StoredMemory(
+                                    r.memory, r.inferred, r.vector, graph.extraction(r.memory.id)
+                                )
+                                for r in results
+                            ],
+                            [e for r in results for e in (*r.new_edges, *r.closed_edges)],
+                            db=db,
+                        )
+                        relabeled = {m.id: m for r in results for m in r.relabeled}
+                        new_ids = {r.memory.id for r in results}
+                        self.store.update_memories(
+                            [m for i, m in relabeled.items() if i not in new_ids], db=db
+                        )
+                    self._generations[user_id] = self.store.generation(user_id)
                 self._index([r.memory for r in results], graph)
             except BaseException:
                 # Keep memory and disk in step: drop this user's cached graph so it reloads
@@ -287,14 +330,21 @@ class Agent:
         """
         memory_id = check_memory_id(memory_id)
         user_id = self._check_user(user_id)
+        self._check_writable()
         with self._lock:
-            graph = self._graph(user_id)
-            if memory_id not in graph:
-                return False
-            closed = graph.remove(memory_id)
-            with self.store.transaction() as db:
-                self.store.write((), closed, db=db)
-                self.store.delete_memory(user_id, memory_id, db=db)
+            try:
+                with self.store.transaction() as db:
+                    self.store.lock_user(user_id, db=db)
+                    graph = self._graph(user_id)
+                    if memory_id not in graph:
+                        return False
+                    closed = graph.remove(memory_id)
+                    self.store.write((), closed, db=db)
+                    self.store.delete_memory(user_id, memory_id, db=db)
+                    self._generations[user_id] = self.store.generation(user_id)
+            except BaseException:
+                self._graphs.pop(user_id, None)
+                raise
             self.backend.delete(memory_id, user_id)
         return True
 
@@ -458,6 +508,9 @@ class Agent:
         with self._lock:
             self.store.close()
             self.backend.close()
+            if self._readonly_tmp is not None:
+                self._readonly_tmp.cleanup()
+                self._readonly_tmp = None
 
     def __enter__(self) -> Agent:
         return self
@@ -495,10 +548,33 @@ class Agent:
             provenance=provenance,
         )
 
+    def _index_dir(self, options: Mapping[str, Any] | None) -> Path:
+        """Where the builtin backend keeps its index: the data directory, or in read-only
+        mode a temporary copy of its ``vectors`` folder (chromadb opens its files for writing)."""
+        if not self.read_only or (options and options.get("chroma_url")):
+            return self.path
+        import shutil
+        import tempfile
+
+        self._readonly_tmp = tempfile.TemporaryDirectory(prefix="caap-ro-")
+        tmp = Path(self._readonly_tmp.name)
+        if (self.path / "vectors").is_dir():
+            shutil.copytree(self.path / "vectors", tmp / "vectors")
+        return tmp
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError(f"the agent on {str(self.path)!r} was opened read_only")
+
     def _graph(self, user_id: str) -> ConflictGraph:
         graph = self._graphs.get(user_id)
-        if graph is not None:
+        generation = self.store.generation(user_id)
+        if graph is not None and (
+            generation is None or generation == self._generations.get(user_id)
+        ):
             return graph
+        # First use, or another process changed this user's rows: (re)load from the store.
+        self._reliability.pop(user_id, None)
         graph = ConflictGraph(
             user_id,
             self.embedder,
@@ -508,10 +584,11 @@ class Agent:
         )
         stored = self.store.memories(user_id)
         for sm in stored:
-            graph.load(sm.memory, sm.vector, inferred=sm.inferred)
+            graph.load(sm.memory, sm.vector, inferred=sm.inferred, extraction=sm.extraction)
         graph.load_edges(self.store.edges(user_id))
-        self._repair_index(user_id, [sm.memory for sm in stored])
+        self._check_index(user_id, [sm.memory for sm in stored])
         self._graphs[user_id] = graph
+        self._generations[user_id] = generation
         return graph
 
     def _index(self, memories: list[Memory], graph: ConflictGraph) -> None:
@@ -628,11 +705,31 @@ class Agent:
         self._reliability[user_id] = model
         return model
 
-    def _repair_index(self, user_id: str, stored: list[Memory]) -> None:
-        # The store commits before the index; a crash in between leaves the index short.
-        if not stored or not self.backend.capabilities.keeps_ids:
+    def _check_index(self, user_id: str, stored: list[Memory]) -> None:
+        """Compare the store with the search index: an index short of the store is repaired
+        (the store commits first; a crash in between leaves it short); an index holding
+        memories the store lacks is reported, never silently ignored."""
+        if not self.backend.capabilities.keeps_ids:
             return
         indexed = {m.id for m in self.backend.list(user_id)}
+        known = {m.id for m in stored}
+        extra = indexed - known
+        if extra and not stored:
+            raise StoreCorruptError(
+                f"the graph store has no memories of user {user_id!r}, but the vector index "
+                f"holds {len(extra)}: the store was lost or replaced. Run `caap doctor --data "
+                f"{str(self.path)!r} --repair` to rebuild it from the index"
+            )
+        if extra:
+            import warnings
+
+            warnings.warn(
+                f"the vector index holds {len(extra)} memories of user {user_id!r} that the "
+                f"graph store does not (e.g. {sorted(extra)[0]!r}); they are not recalled. "
+                f"`caap doctor --data {str(self.path)!r}` reports and repairs this",
+                StoreMismatchWarning,
+                stacklevel=3,
+            )
         missing = [m for m in stored if m.id not in indexed]
-        if missing:
+        if missing and not self.read_only:
             self.backend.add_many(missing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -13,14 +14,28 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caap.adapters.base import BackendError
+
 __all__ = ["build_parser", "main"]
 
 
-def _agent(data: str, llm: str | None = None) -> Any:
+def _agent(data: str, llm: str | None = None, *, read: bool = False) -> Any:
     from caap import Agent
 
+    store = os.environ.get("CAAP_STORE") or None
+    # A read command on a directory this process cannot write opens it read-only.
+    if read and _read_only_dir(data):
+        return Agent(data, llm=llm, store=store, read_only=True)
     # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see docs/deployment.md.
-    return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
+    return Agent(data, llm=llm, store=store)
+
+
+def _read_only_dir(data: str) -> bool:
+    path = Path(data)
+    if not path.is_dir():
+        return False
+    store = path / "graph.sqlite"
+    return not os.access(path, os.W_OK) or (store.exists() and not os.access(store, os.W_OK))
 
 
 def _print_response(resp: Any, memories: dict[str, str], out: Any = None) -> None:
@@ -93,7 +108,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer a query from a user's memories."""
-    agent = _agent(args.data, args.llm)
+    agent = _agent(args.data, args.llm, read=True)
     texts = {m.id: m.text for m in agent.memories(args.user)}
     resp = agent.respond(args.query, args.user, k=args.k)
     if args.json:
@@ -106,7 +121,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     """List a user's conflict clusters."""
-    agent = _agent(args.data)
+    agent = _agent(args.data, read=True)
     texts = {m.id: m.text for m in agent.memories(args.user)}
     for c in agent.conflicts(args.user):
         print(f"{c.aspect}: {c.conflict_type.value} (risk {c.risk.value}) — {c.unresolved}")
@@ -136,6 +151,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(render_markdown(report))
     print(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.html'}")
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check a data directory (store, index, their agreement); rebuild what can be rebuilt."""
+    from caap._doctor import diagnose
+
+    report = diagnose(args.data, repair=args.repair)
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
+def _add_doctor_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor", help="check a data directory; --repair rebuilds the store or the index"
+    )
+    p.add_argument("--data", default=os.environ.get("CAAP_DATA", "caap-data"))
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="move damaged files aside and rebuild them from the other copy",
+    )
+    p.set_defaults(handler=cmd_doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     from caap.conflict_graph._reliability_eval import add_reliability_parser
 
     add_reliability_parser(sub)
+    _add_doctor_parser(sub)
     return parser
 
 
@@ -222,7 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, ConnectionError) as exc:
+    except (ValueError, TypeError, OSError, sqlite3.Error, BackendError) as exc:
+        # OSError covers FileNotFoundError, ConnectionError and PermissionError.
         print(f"caap: error: {exc}", file=sys.stderr)
         return 2
 
