@@ -39,10 +39,12 @@ def _fill(path: Path, embedder: Any) -> list[str]:
 
 
 def _snapshot(path: Path) -> dict[str, str]:
+    # SQLite's reader sidecars (-wal, -shm) may appear where the directory allows it; the
+    # data files themselves must not change.
     return {
         str(p.relative_to(path)): hashlib.sha1(p.read_bytes()).hexdigest()
         for p in sorted(path.rglob("*"))
-        if p.is_file()
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
     }
 
 
