@@ -20,6 +20,7 @@ check_distribution()
 
 if TYPE_CHECKING:
     from caap._embeddings import Embedder, get_embedder
+    from caap._validation import DEFAULT_MAX_TEXT_BYTES, split_text
     from caap.agent import Agent
     from caap.async_agent import AsyncAgent
     from caap.models import (
@@ -42,6 +43,8 @@ _LAZY = {
     "AsyncAgent": "caap.async_agent",
     "Embedder": "caap._embeddings",
     "get_embedder": "caap._embeddings",
+    "DEFAULT_MAX_TEXT_BYTES": "caap._validation",
+    "split_text": "caap._validation",
     **{
         name: "caap.models"
         for name in (
@@ -60,6 +63,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "DEFAULT_MAX_TEXT_BYTES",
     "Action",
     "Agent",
     "AsyncAgent",
@@ -75,6 +79,7 @@ __all__ = [
     "RiskTier",
     "__version__",
     "get_embedder",
+    "split_text",
 ]
 
 

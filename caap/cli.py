@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -18,18 +19,32 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caap.adapters.base import BackendError
+
 __all__ = ["build_parser", "main"]
 
 
-def _agent(data: str, llm: str | None = None) -> Any:
+def _agent(data: str, llm: str | None = None, *, read: bool = False) -> Any:
     from caap import Agent
 
+    store = os.environ.get("CAAP_STORE") or None
     # Whatever torch, transformers or a backend prints while loading is a diagnostic, not the
     # command's output: it goes to stderr, so stdout stays parseable.
     with contextlib.redirect_stdout(sys.stderr):
+        # A read command on a directory this process cannot write opens it read-only.
+        if read and _read_only_dir(data):
+            return Agent(data, llm=llm, store=store, read_only=True)
         # CAAP_STORE: a postgresql:// DSN (or SQLite path) for the graph store; see
         # docs/deployment.md.
-        return Agent(data, llm=llm, store=os.environ.get("CAAP_STORE") or None)
+        return Agent(data, llm=llm, store=store)
+
+
+def _read_only_dir(data: str) -> bool:
+    path = Path(data)
+    if not path.is_dir():
+        return False
+    store = path / "graph.sqlite"
+    return not os.access(path, os.W_OK) or (store.exists() and not os.access(store, os.W_OK))
 
 
 def _print_response(resp: Any, memories: dict[str, str], out: Any = None) -> None:
@@ -172,7 +187,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not resp.get("cited_memory_ids") and not client.get_all(args.user, limit=1)["results"]:
             raise _no_memories(args.user, args.server)
     else:
-        with _agent(args.data, args.llm) as agent:
+        with _agent(args.data, args.llm, read=True) as agent:
             texts = {m.id: m.text for m in agent.memories(args.user)}
             if not texts:
                 raise _no_memories(args.user, args.data)
@@ -192,7 +207,7 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
         out = client.conflicts(args.user)
         where = args.server
     else:
-        with _agent(args.data) as agent:
+        with _agent(args.data, read=True) as agent:
             memories = agent.memories(args.user)
             clusters = agent.conflicts(args.user)
             out = {
@@ -314,9 +329,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check a data directory (store, index, their agreement); rebuild what can be rebuilt."""
+    from caap._doctor import diagnose
+
+    report = diagnose(args.data, repair=args.repair)
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
+def _add_doctor_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor", help="check a data directory; --repair rebuilds the store or the index"
+    )
+    p.add_argument("--data", default=os.environ.get("CAAP_DATA", "caap-data"))
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="move damaged files aside and rebuild them from the other copy",
+    )
+    p.set_defaults(handler=cmd_doctor)
+
+
 #: Commands whose parser needs neither the benchmark harness nor the reliability tools:
 #: ``caap ask --server URL`` then imports no more than the standard library.
-_LIGHT_COMMANDS = frozenset({"demo", "remember", "ask", "conflicts", "forget", "resolve", "serve"})
+_LIGHT_COMMANDS = frozenset(
+    {"demo", "remember", "ask", "conflicts", "forget", "resolve", "serve", "doctor"}
+)
 
 
 def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
@@ -446,6 +486,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     from caap.conflict_graph._reliability_eval import add_reliability_parser
 
     add_reliability_parser(sub)
+    _add_doctor_parser(sub)
     return parser
 
 
@@ -471,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServerError as exc:
         print(f"caap: error: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, KeyError, FileNotFoundError, ConnectionError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, sqlite3.Error, BackendError) as exc:
+        # OSError covers FileNotFoundError, ConnectionError and PermissionError.
         print(f"caap: error: {exc}", file=sys.stderr)
         return 2
 

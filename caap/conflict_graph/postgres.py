@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from caap.conflict_graph.store import ConflictGraphStore, StoredMemory
+from caap.conflict_graph.store import (
+    ConflictGraphStore,
+    StoredMemory,
+    extraction_from_json,
+    extraction_to_json,
+)
 from caap.models import ConflictEdge, Memory
 
 if TYPE_CHECKING:
@@ -82,10 +87,28 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             ON caap_reliability_outcomes (user_id, seq);
         """,
     ),
+    (
+        3,
+        "parsed facets and per-user write generations",
+        # Parsed facets are kept so a cold start does not parse every text again; the
+        # generation tells an agent in another process that a user's rows changed.
+        """
+        ALTER TABLE caap_memories ADD COLUMN extraction TEXT;
+        CREATE TABLE caap_generations (user_id TEXT PRIMARY KEY, gen BIGINT NOT NULL);
+        """,
+    ),
 )
 
 _INSERT_MEMORY = (
+    "INSERT INTO caap_memories (user_id, id, payload, inferred, vector, extraction) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+_INSERT_MEMORY_V1 = (
     "INSERT INTO caap_memories (user_id, id, payload, inferred, vector) VALUES (%s, %s, %s, %s, %s)"
+)
+_BUMP = (
+    "INSERT INTO caap_generations (user_id, gen) VALUES (%s, 1) "
+    "ON CONFLICT (user_id) DO UPDATE SET gen = caap_generations.gen + 1"
 )
 _UPSERT_EDGE = (
     "INSERT INTO caap_edges (user_id, id, kind, source_id, target_id, payload, expired_at) "
@@ -115,11 +138,14 @@ def _redacted(dsn: str, psycopg: Any) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(parts.items()))
 
 
-def _row_to_stored(payload: str, inferred: str, vector: bytes) -> StoredMemory:
+def _row_to_stored(
+    payload: str, inferred: str, vector: bytes, extraction: str | None = None
+) -> StoredMemory:
     return StoredMemory(
         Memory.model_validate_json(payload),
         json.loads(inferred),
         np.frombuffer(vector, dtype=np.float32),
+        extraction_from_json(extraction),
     )
 
 
@@ -203,6 +229,9 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         except BaseException:
             self._pool.close()
             raise
+        # Version 3 added parsed facets and generations (absent when an older migration list
+        # is in force).
+        self._v3 = MIGRATIONS[-1][0] >= 3
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         # Every pooled connection: our schema first, and commits that wait for the WAL flush,
@@ -280,6 +309,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 sm.memory.model_dump_json(),
                 json.dumps(sm.inferred),
                 np.asarray(sm.vector, dtype=np.float32).tobytes(),
+                *((extraction_to_json(sm.extraction),) if self._v3 else ()),
             )
             for sm in memories
         ]
@@ -299,9 +329,12 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         # in list order, so the identity column keeps write order.
         with db.cursor() as cur:
             if memory_rows:
-                cur.executemany(_INSERT_MEMORY, memory_rows)
+                cur.executemany(_INSERT_MEMORY if self._v3 else _INSERT_MEMORY_V1, memory_rows)
             if edge_rows:
                 cur.executemany(_UPSERT_EDGE, edge_rows)
+            users = sorted({r[0] for r in memory_rows} | {r[0] for r in edge_rows})
+            if users and self._v3:
+                cur.executemany(_BUMP, [(u,) for u in users])
 
     def update_memories(self, memories: Iterable[Memory], *, db: psycopg.Connection[Any]) -> None:
         """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
@@ -311,6 +344,8 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 cur.executemany(
                     "UPDATE caap_memories SET payload = %s WHERE user_id = %s AND id = %s", rows
                 )
+                if self._v3:
+                    cur.executemany(_BUMP, [(u,) for u in sorted({r[1] for r in rows})])
 
     def delete_memory(
         self, user_id: str, memory_id: str, *, db: psycopg.Connection[Any] | None = None
@@ -322,14 +357,35 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         cur = db.execute(
             "DELETE FROM caap_memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
         )
+        if self._v3:
+            db.execute(_BUMP, (user_id,))
         return bool(cur.rowcount > 0)
+
+    @property
+    def _extraction(self) -> str:
+        return "extraction" if self._v3 else "NULL"
+
+    def generation(self, user_id: str) -> int | None:
+        """A counter bumped by every write that touches the user (see the base class)."""
+        if not self._v3:
+            return None
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT gen FROM caap_generations WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def lock_user(self, user_id: str, *, db: psycopg.Connection[Any]) -> None:
+        """Hold an advisory lock on the user until ``db``'s transaction ends, so agents in
+        other processes write this user's graph one at a time."""
+        db.execute("SELECT pg_advisory_xact_lock(hashtext('caap-user:' || %s))", (user_id,))
 
     # -- reads -----------------------------------------------------------------------------
     def memories(self, user_id: str) -> list[StoredMemory]:
         """Every stored memory of one user, in write order."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT payload, inferred, vector FROM caap_memories "
+                f"SELECT payload, inferred, vector, {self._extraction} FROM caap_memories "
                 "WHERE user_id = %s ORDER BY seq",
                 (user_id,),
             ).fetchall()
@@ -339,7 +395,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         """One stored memory, or ``None``."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT payload, inferred, vector FROM caap_memories "
+                f"SELECT payload, inferred, vector, {self._extraction} FROM caap_memories "
                 "WHERE user_id = %s AND id = %s",
                 (user_id, memory_id),
             ).fetchone()
