@@ -473,6 +473,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")
     p.set_defaults(handler=cmd_bench)
+    _add_doctor_parser(sub)
 
     if not full:
         return parser
@@ -486,7 +487,10 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     from caap.conflict_graph._reliability_eval import add_reliability_parser
 
     add_reliability_parser(sub)
-    _add_doctor_parser(sub)
+
+    from caap.conflict_graph._relations_train import add_relations_parser
+
+    add_relations_parser(sub)
     return parser
 
 
