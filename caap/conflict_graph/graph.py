@@ -36,9 +36,11 @@ from caap.conflict_graph.rules import (
     GraphConfig,
     Node,
     TemporalReading,
+    TimelineEdge,
     _self_source,
     dominant_type_of,
     read_timeline,
+    verdict_timeline,
 )
 from caap.conflict_graph.stale import (
     DEFAULT_DEPENDENCIES,
@@ -54,6 +56,7 @@ from caap.conflict_graph.stale import (
     propagated_invalidations,
     state_supersessions,
     validity,
+    verdict_stale_edges,
 )
 from caap.conflict_graph.stale_llm import InvalidationClassifier
 from caap.models import (
@@ -147,6 +150,12 @@ class ConflictGraph:
             relations if relations is not None else self.config.relations, config=self.config
         )
         self.extractor: Extractor | None = extractor
+        # A pairwise layer judges temporal change and stale state pair by pair; the rules read
+        # them off whole timelines and the dependency map instead.
+        self._pairwise = bool(getattr(self.relations, "pairwise", False))
+        self._verdicts: dict[tuple[str, str], PairVerdict] = {}
+        self._judged: dict[str, list[str]] = {}
+        self._explicit_deps = dependencies is not None
         self.g: nx.MultiGraph = nx.MultiGraph()
         self._mem: dict[str, Memory] = {}
         self._ext: dict[str, Extraction] = {}
@@ -409,8 +418,10 @@ class ConflictGraph:
         edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
         edges.sort(key=lambda e: (e.created_at, e.id))
         named = {i for i in ids if not _self_source(self._mem[i].source)}
-        ctype = dominant_type_of(edges, named)
-        if ctype is ConflictType.CPC:
+        # A pairwise layer read the sources itself (named or implied): every memory its
+        # source-contradiction edges join counts.
+        ctype = dominant_type_of(edges, None if self._pairwise else named)
+        if ctype is ConflictType.CPC and not self._pairwise:
             contexts = {self._mem[i].context for i in ids if self._mem[i].context}
             if len(contexts) < 2:
                 # One stated condition is not a partition: read the other edges instead.
@@ -562,12 +573,17 @@ class ConflictGraph:
         # Candidate blocking: only the nearest neighbours of the same aspect are typed
         # pairwise; the whole aspect is visited only by the linear timeline pass.
         new: list[ConflictEdge] = []
-        mates = [
-            other_id
-            for other_id, _ in neighbours
-            if other_id in self._mem and self._mem[other_id].aspect == aspect
-        ]
-        for other_id, verdict in zip(mates, self._relate(memory.id, mates), strict=True):
+        near = [o for o, _ in neighbours if o in self._mem and o != memory.id]
+        # A pairwise layer also judges the neighbours in other aspects (a change there may
+        # supersede or invalidate them); pair edges join memories of one aspect only.
+        judged = near if self._pairwise else [o for o in near if self._mem[o].aspect == aspect]
+        if self._pairwise:
+            self._judged[memory.id] = judged
+        for other_id, verdict in zip(judged, self._relate(memory.id, judged), strict=True):
+            if self._pairwise:
+                self._verdicts[_pair_key(memory.id, other_id)] = verdict
+            if self._mem[other_id].aspect != aspect:
+                continue
             found = edge_of(verdict, minimum=cfg.relation_min)
             if found is None:
                 continue
@@ -735,6 +751,10 @@ class ConflictGraph:
         Memories attributed to a named source stay out: a dated record and a later report from
         someone else disagree about the world, they are not one behaviour changing.
         """
+        if self._pairwise:
+            return verdict_timeline(
+                [self._node(i) for i in ids if i in self._mem], self._verdict, self.config
+            )
         nodes = [self._node(i) for i in ids if self._is_phase(i)]
         if len(nodes) < 2:
             return TemporalReading()
@@ -747,6 +767,10 @@ class ConflictGraph:
     def _phase_key(memory: Memory) -> tuple[float, str]:
         when = memory.observed_at
         return (when.timestamp() if when else memory.created_at.timestamp(), memory.id)
+
+    def _verdict(self, a: str, b: str) -> PairVerdict | None:
+        """The stored verdict of a pairwise layer on two memories (``None``: never judged)."""
+        return self._verdicts.get(_pair_key(a, b))
 
     def _is_phase(self, memory_id: str) -> bool:
         m = self._mem[memory_id]
@@ -815,9 +839,18 @@ class ConflictGraph:
         closed = self._close_edges(lifted)
         for e in lifted:
             current.pop((e.kind, e.source_id, e.target_id), None)
+        found: list[TimelineEdge] = []
+        if self._pairwise:
+            near = self._neighbour_nodes(new_id)
+            aspects_of = {n.id: self._mem[n.id].aspect or "" for n in [new, *near]}
+            found = verdict_stale_edges(new, near, self._verdict, aspects_of, self.config)
+            if not self._explicit_deps:
+                # The dependency map is only a prior the user may give: without one, the
+                # layer's verdicts alone decide.
+                return self._open_stale(found, current), closed
         own = self._facets.get(new_id, frozenset())
         if not own:
-            return [], closed
+            return self._open_stale(found, current), closed
         deps = self.dependencies
         related = set(own)
         for f in self._primary.get(new_id, frozenset()):
@@ -838,9 +871,12 @@ class ConflictGraph:
         aspects = {n.id: self._mem[n.id].aspect or "" for n in (*pool, *peers)}
         primary = {n.id: self._primary.get(n.id, frozenset()) for n in pool}
         sims = _PairSims(self, [n.id for n in pool])
-        found = propagated_invalidations(
+        found += propagated_invalidations(
             [*pool, *peers], aspects, facets, deps, primary, focus=new_id
         )
+        if self._pairwise:
+            # With a pairwise layer the map is a prior for propagated invalidation only.
+            return self._open_stale(found, current), closed
         found += exclusive_supersessions(pool, aspects, facets, sims, self.config, focus=new_id)
         # The user's own name names no thing; a token only counts as that name when most
         # texts carry it (a pet named in two of four chat turns is still a pet).
@@ -848,6 +884,17 @@ class ConflictGraph:
         found += entity_supersessions(
             pool, aspects, facets, sims, self.config, own_name, focus=new_id
         )
+        return self._open_stale(found, current), closed
+
+    def _neighbour_nodes(self, memory_id: str) -> list[Node]:
+        """The memories a pairwise layer judged against ``memory_id`` at its write."""
+        return [self._node(i) for i in self._judged.get(memory_id, ()) if i in self._mem]
+
+    def _open_stale(
+        self, found: Sequence[TimelineEdge], current: dict[tuple[EdgeKind, str, str], ConflictEdge]
+    ) -> list[ConflictEdge]:
+        """Open the stale edges ``found`` that are not open yet (an optional classifier may
+        veto each)."""
         wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
         added = []
         for key, t in wanted.items():
@@ -867,7 +914,7 @@ class ConflictGraph:
             added.append(
                 self._new_edge(t.kind, t.source_id, t.target_id, evidence, t.valid_at, t.invalid_at)
             )
-        return added, closed
+        return added
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
@@ -881,7 +928,7 @@ class ConflictGraph:
             if i in self._mem:
                 ids.append(i)
         ids.reverse()
-        reading = self._timeline(ids)
+        reading = TemporalReading() if self._pairwise else self._timeline(ids)
 
         # Standing states ("lives in Seattle") carry no time cue and are no phases; the latest
         # window of all members, by world time, is read for a change that replaces them.
@@ -892,6 +939,8 @@ class ConflictGraph:
             if i in self._mem:
                 recent.append(i)
         recent.reverse()
+        if self._pairwise:
+            reading = self._timeline(recent)
         # Temporal edges (supersessions included) join members of the current or the previous
         # windows: walk those nodes' adjacency, not every member of a large topic.
         walk = list(
@@ -911,7 +960,11 @@ class ConflictGraph:
             ):
                 current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
-        if not reading.oscillates and len(recent) >= 2:
+        if self._pairwise:
+            # An edge between memories whose pair has no verdict here (loaded from the store,
+            # never judged in this process) stays as it was.
+            current = {k: e for k, e in current.items() if self._verdict(e.source_id, e.target_id)}
+        elif not reading.oscillates and len(recent) >= 2:
             # A later reported change replaces a standing state.
             for t in state_supersessions(
                 [self._node(i) for i in recent], _PairSims(self, recent), self.config
@@ -924,6 +977,10 @@ class ConflictGraph:
             if key not in current
         ]
         return added, closed
+
+
+def _pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
 
 
 def _later_than(newer: Node, older: Node) -> bool:

@@ -17,7 +17,7 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
-from caap.conflict_graph.relations import RelationLayer, resolve_relations
+from caap.conflict_graph.relations import Facets, RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading
 from caap.conflict_graph.stale import DependencyMap, invalidation_certain
@@ -69,6 +69,7 @@ def _stale_view(
     memories: Mapping[str, Memory],
     sims: Mapping[str, float],
     query: str,
+    facets: Mapping[str, Extraction] | None = None,
 ) -> StaleView | None:
     kinds = (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
     edges = [e for e in cluster.edges if e.active and e.kind in kinds]
@@ -85,7 +86,12 @@ def _stale_view(
 
     ordered = sorted(changes, key=newest, reverse=True)
     propagated_by = {e.source_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
-    certain = all(invalidation_certain(memories[i].text) for i in propagated_by if i in changes)
+
+    def is_certain(i: str) -> bool:
+        f = (facets or {}).get(i)
+        return f.certain if isinstance(f, Facets) else invalidation_certain(memories[i].text)
+
+    certain = all(is_certain(i) for i in propagated_by if i in changes)
     old_best = max((sims.get(i, 0.0) for i in sup | inv), default=0.0)
     new_best = max((sims.get(i, 0.0) for i in changes), default=0.0)
     return StaleView(
@@ -327,7 +333,7 @@ def analyze(
         subject=set(graph.subject),
         source_view=source_view(cluster, filled, reliability),
         stale=(
-            _stale_view(cluster, filled, sims, query)
+            _stale_view(cluster, filled, sims, query, {i: graph.extraction(i) for i in filled})
             if cluster is not None and cluster.conflict_type is ConflictType.STALE
             else None
         ),
