@@ -258,3 +258,11 @@ def test_over_the_wire_every_fault_falls_back(label: str, reply: Reply, kind: st
     assert fault is not None and fault.method == "relate"
     if kind is not None:
         assert fault.kind == kind
+
+
+def test_the_default_fallback_is_the_learned_layer() -> None:
+    layer = LLMRelations(ScriptedModel([LLMTimeout("slow")]))
+    got = layer.relate([(A, B), (C, D)])
+    assert layer.fallback.name == "learned"
+    assert got == layer.fallback.relate([(A, B), (C, D)])
+    assert layer.last_fault is not None and layer.last_fault.kind == "timeout"
