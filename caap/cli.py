@@ -212,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     from caap.conflict_graph._reliability_eval import add_reliability_parser
 
     add_reliability_parser(sub)
+
+    from caap.conflict_graph._relations_train import add_relations_parser
+
+    add_relations_parser(sub)
     return parser
 
 

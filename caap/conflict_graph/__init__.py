@@ -1,6 +1,8 @@
 """Typed conflict graph: facets, typed bi-temporal edges, detection, clusters, persistence,
 source reliability."""
 
+from caap.conflict_graph._relations_learned import LearnedRelations
+from caap.conflict_graph._relations_rules import RulesRelations
 from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
 from caap.conflict_graph.graph import ConflictGraph, WriteResult
 from caap.conflict_graph.postgres import PostgresGraphStore
@@ -37,6 +39,7 @@ __all__ = [
     "GraphConfig",
     "GraphStore",
     "LabelledCase",
+    "LearnedRelations",
     "MemoryView",
     "OfflineExtractor",
     "PairVerdict",
@@ -45,6 +48,7 @@ __all__ = [
     "RelationLayer",
     "ReliabilityModel",
     "RiskVerdict",
+    "RulesRelations",
     "StoredMemory",
     "Validity",
     "WriteResult",

@@ -16,7 +16,14 @@ import numpy.typing as npt
 
 from caap.conflict_graph import _text
 
-__all__ = ["N_SCALARS", "pair_features", "risk_features", "text_features", "text_scalars"]
+__all__ = [
+    "FACET_CLASSES",
+    "N_SCALARS",
+    "pair_features",
+    "risk_features",
+    "text_features",
+    "text_scalars",
+]
 
 Array = npt.NDArray[np.float32]
 
@@ -61,15 +68,28 @@ def text_features(vectors: Array, texts: Sequence[str]) -> Array:
     return np.hstack([vectors, text_scalars(texts)]).astype(np.float32)
 
 
+#: What the per-memory facet model reads a memory as: a claim that holds under a condition,
+#: one that places itself in a time order (a phase, a change), one attributed to a source
+#: other than the user, a plain claim, or something off the topic of its neighbours.
+FACET_CLASSES = ("conditional", "time_ordered", "attributed", "plain", "off_topic")
+
+
 def pair_features(
-    va: Array, vb: Array, ta: Sequence[str], tb: Sequence[str], order: Array | None = None
+    va: Array,
+    vb: Array,
+    ta: Sequence[str],
+    tb: Sequence[str],
+    fa: Array | None = None,
+    fb: Array | None = None,
 ) -> Array:
     """Pair model input for rows of pairs: ``va[i]``/``vb[i]`` the unit embeddings of
-    ``ta[i]``/``tb[i]``; ``order`` (optional, one per pair) 1 when both are dated in world
-    time, else 0.
+    ``ta[i]``/``tb[i]``; ``fa``/``fb`` their facet-model probabilities (rows over
+    :data:`FACET_CLASSES`; zeros when absent).
 
     Symmetric in the two sides (a relation label is): product, absolute difference, mean.
     """
+    if fa is None or fb is None:
+        fa = fb = np.zeros((len(ta), len(FACET_CLASSES)), dtype=np.float32)
     sa, sb = text_scalars(ta), text_scalars(tb)
     cos = np.sum(va * vb, axis=1, keepdims=True)
     numbers_differ = np.array(
@@ -79,11 +99,6 @@ def pair_features(
         ],
         dtype=np.float32,
     ).reshape(len(ta), 1)
-    dated = (
-        np.zeros((len(ta), 1), dtype=np.float32)
-        if order is None
-        else np.asarray(order, dtype=np.float32).reshape(len(ta), 1)
-    )
     return np.hstack(
         [
             va * vb,
@@ -93,7 +108,8 @@ def pair_features(
             sa + sb,
             np.abs(sa - sb),
             numbers_differ,
-            dated,
+            fa * fb,
+            fa + fb,
         ]
     ).astype(np.float32)
 

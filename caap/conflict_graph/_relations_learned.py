@@ -18,6 +18,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,12 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder, get_embedder
-from caap.conflict_graph._relations_features import pair_features, risk_features
+from caap.conflict_graph._relations_features import (
+    FACET_CLASSES,
+    pair_features,
+    risk_features,
+    text_features,
+)
 from caap.conflict_graph._relations_rules import facets_from_extraction
 from caap.conflict_graph.extractor import OfflineExtractor
 from caap.conflict_graph.relations import (
@@ -42,6 +48,13 @@ from caap.models import RiskTier
 __all__ = ["LearnedRelations", "default_weights_path"]
 
 Array = npt.NDArray[np.float32]
+
+
+def _softmax(z: Array) -> Array:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    out: Array = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def default_weights_path() -> Path:
@@ -60,6 +73,10 @@ _KEYS = (
     "risk_sd",
     "risk_high",
     "risk_medium",
+    "facet_w",
+    "facet_b",
+    "facet_mu",
+    "facet_sd",
 )
 
 
@@ -125,26 +142,48 @@ class LearnedRelations:
         return np.stack(rows)
 
     # -- the interface --------------------------------------------------------------------
+    def facet_probabilities(self, texts: Sequence[str]) -> Array:
+        """Per text, the facet model's probabilities over
+        :data:`~caap.conflict_graph._relations_features.FACET_CLASSES`."""
+        if not texts:
+            return np.zeros((0, len(FACET_CLASSES)), dtype=np.float32)
+        x = text_features(self._embed(texts), texts)
+        z = ((x - self._w["facet_mu"]) / self._w["facet_sd"]) @ self._w["facet_w"]
+        return _softmax(z + self._w["facet_b"])
+
     def facets(self, texts: Sequence[str], *, subject: set[str] | None = None) -> list[Facets]:
-        """Facet spans from the offline extractor; the texts are embedded here in one batch
-        so the pairs typed next find their vectors cached."""
-        self._embed(texts)
-        return [
-            facets_from_extraction(t, self._extractor.extract(t, subject=subject)) for t in texts
-        ]
+        """Facet spans (names, condition clauses, dates) from the offline extractor, with the
+        facet model's confidences that a memory is attributed, conditional or time-ordered.
+        The texts are embedded here in one batch, so the pairs typed next find them cached."""
+        probs = self.facet_probabilities(texts)
+        out = []
+        for t, p in zip(texts, probs, strict=True):
+            base = facets_from_extraction(t, self._extractor.extract(t, subject=subject))
+            out.append(
+                replace(
+                    base,
+                    context_confidence=float(p[FACET_CLASSES.index("conditional")]),
+                    time_confidence=float(p[FACET_CLASSES.index("time_ordered")]),
+                    source_confidence=float(p[FACET_CLASSES.index("attributed")]),
+                )
+            )
+        return out
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> Array:
         """Relation probabilities (rows in :data:`RELATIONS` order) for pairs of texts."""
         if not pairs:
             return np.zeros((0, len(RELATIONS)), dtype=np.float32)
-        va = self._embed([a for a, _ in pairs])
-        vb = self._embed([b for _, b in pairs])
-        x = pair_features(va, vb, [a for a, _ in pairs], [b for _, b in pairs])
-        z = ((x - self._w["pair_mu"]) / self._w["pair_sd"]) @ self._w["pair_w"] + self._w["pair_b"]
-        z = z - z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        out: Array = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-        return out
+        ta, tb = [a for a, _ in pairs], [b for _, b in pairs]
+        x = pair_features(
+            self._embed(ta),
+            self._embed(tb),
+            ta,
+            tb,
+            self.facet_probabilities(ta),
+            self.facet_probabilities(tb),
+        )
+        z = ((x - self._w["pair_mu"]) / self._w["pair_sd"]) @ self._w["pair_w"]
+        return _softmax(z + self._w["pair_b"])
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         """One verdict per pair from the pair model (one batched forward pass)."""

@@ -33,11 +33,23 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder, get_embedder
-from caap.conflict_graph._relations_features import pair_features, risk_features
+from caap.conflict_graph._relations_features import (
+    FACET_CLASSES,
+    pair_features,
+    risk_features,
+    text_features,
+)
 from caap.conflict_graph.relations import RELATIONS
 
-__all__ = ["Corpus", "load_corpus", "train_relations"]
+__all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_relations"]
 
+#: The facet a core memory of an instance of each type shows (the facet model's labels).
+_FACET_OF = {
+    "CPC": "conditional",
+    "BOC": "time_ordered",
+    "SCC": "attributed",
+    "NONE": "plain",
+}
 _DERIVED = {
     "CPC": "context_partition",
     "BOC": "temporal_change",
@@ -65,12 +77,21 @@ class RiskExample:
 
 
 @dataclass
+class MemoryExample:
+    text: str
+    facet: str
+    """One of FACET_CLASSES, from the instance's type (core) or role (distractor)."""
+    group: str
+
+
+@dataclass
 class Corpus:
     """Examples read from a directory, and the SHA-256 of the files they came from."""
 
     pairs: list[PairExample] = field(default_factory=list)
     risks: list[RiskExample] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    memories: list[MemoryExample] = field(default_factory=list)
 
     @property
     def checksum(self) -> str:
@@ -131,6 +152,11 @@ def _instance_examples(inst: Any, corpus: Corpus, rng: random.Random) -> None:
         far = [p for p in far if frozenset(p) not in labelled]
         for a, b in rng.sample(far, min(len(far), max(2, len(core)))):
             corpus.pairs.append(PairExample(text[a], text[b], "unrelated", group, True))
+    for m in inst.memories:
+        if m.role == "core":
+            corpus.memories.append(MemoryExample(m.text, _FACET_OF[inst.conflict_type], group))
+        elif m.role == "distractor":
+            corpus.memories.append(MemoryExample(m.text, "off_topic", group))
     shown = [m.text for m in inst.memories if m.role != "distractor"]
     corpus.risks.append(RiskExample(inst.query, shown, inst.high_risk, group))
     # The graph asks the risk of a cluster without a query: learn that reading too.
@@ -164,11 +190,15 @@ def _embed(embedder: Embedder, texts: Iterable[str]) -> dict[str, npt.NDArray[np
 
 
 def _pair_matrix(
-    ex: Sequence[PairExample], vec: dict[str, npt.NDArray[np.float32]]
+    ex: Sequence[PairExample],
+    vec: dict[str, npt.NDArray[np.float32]],
+    facet: dict[str, npt.NDArray[np.float32]],
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     va = np.stack([vec[e.a] for e in ex])
     vb = np.stack([vec[e.b] for e in ex])
-    x = pair_features(va, vb, [e.a for e in ex], [e.b for e in ex])
+    fa = np.stack([facet[e.a] for e in ex])
+    fb = np.stack([facet[e.b] for e in ex])
+    x = pair_features(va, vb, [e.a for e in ex], [e.b for e in ex], fa, fb)
     y = np.array([RELATIONS.index(e.relation) for e in ex], dtype=np.int64)
     return x, y
 
@@ -196,9 +226,13 @@ def _split_by_group(corpus: Corpus, seed: int, share: float = 0.25) -> tuple[Cor
         [e for e in corpus.pairs if e.group not in dev],
         [e for e in corpus.risks if e.group not in dev],
         corpus.files,
+        [e for e in corpus.memories if e.group not in dev],
     )
     b = Corpus(
-        [e for e in corpus.pairs if e.group in dev], [e for e in corpus.risks if e.group in dev], {}
+        [e for e in corpus.pairs if e.group in dev],
+        [e for e in corpus.risks if e.group in dev],
+        {},
+        [e for e in corpus.memories if e.group in dev],
     )
     return a, b
 
@@ -244,16 +278,72 @@ def train_relations(
     if not train.pairs or not held.pairs:
         raise ValueError("training and dev data both need memory pairs")
     texts = [t for c in (train, held) for e in c.pairs for t in (e.a, e.b)]
+    texts += [e.text for c in (train, held) for e in c.memories]
     texts += [t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t]
     vec = _embed(embedder, texts)
     dim = embedder.dimension
 
+    grid = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3]
+    # -- facet model (per memory) --------------------------------------------------------
+    if not train.memories:
+        raise ValueError("training data needs instances (the facet model learns from them)")
+
+    def mem_x(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return text_features(np.stack([vec[t] for t in texts]), list(texts))
+
+    mt = mem_x([e.text for e in train.memories])
+    my = np.array([FACET_CLASSES.index(e.facet) for e in train.memories], dtype=np.int64)
+    fmu, fsd = _standardise(mt)
+    md = mem_x([e.text for e in held.memories]) if held.memories else None
+    myd = np.array([FACET_CLASSES.index(e.facet) for e in held.memories], dtype=np.int64)
+    fbest: tuple[float, float] | None = None
+    for c in grid:
+        m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
+        m.fit((mt - fmu) / fsd, my)
+        if md is None:
+            fbest = (0.0, 0.01)
+            break
+        f1 = float(f1_score(myd, m.predict((md - fmu) / fsd), average="macro"))
+        if fbest is None or f1 > fbest[0]:
+            fbest = (f1, c)
+    assert fbest is not None
+    facet_f1, facet_c = fbest
+
+    def fit_facets(rows: npt.NDArray[np.bool_]) -> Any:
+        m = LogisticRegression(C=facet_c, max_iter=3000, class_weight="balanced", random_state=seed)
+        return m.fit((mt[rows] - fmu) / fsd, my[rows])
+
+    def facet_probs(model: Any, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        p = np.zeros((len(texts), len(FACET_CLASSES)), dtype=np.float32)
+        p[:, model.classes_] = model.predict_proba((mem_x(texts) - fmu) / fsd)
+        return p
+
+    facet_model = fit_facets(np.ones(len(my), dtype=bool))
+    # Out-of-fold facet probabilities for the training pairs (folds by persona), so the pair
+    # model learns from facet readings as noisy as the ones it will see.
+    groups = sorted({e.group for e in train.memories} | {e.group for e in train.pairs})
+    fold_of = {g: k % 5 for k, g in enumerate(random.Random(seed).sample(groups, len(groups)))}
+    mem_fold = np.array([fold_of[e.group] for e in train.memories])
+    facet: dict[str, npt.NDArray[np.float32]] = {}
+    for k in range(5):
+        texts_k = sorted({t for e in train.pairs if fold_of[e.group] == k for t in (e.a, e.b)})
+        if texts_k:
+            model_k = fit_facets(mem_fold != k)
+            facet.update(zip(texts_k, facet_probs(model_k, texts_k), strict=True))
+    dev_texts = sorted({t for e in held.pairs for t in (e.a, e.b)} - set(facet))
+    if dev_texts:
+        facet.update(zip(dev_texts, facet_probs(facet_model, dev_texts), strict=True))
+    facet_w = np.zeros((mt.shape[1], len(FACET_CLASSES)), dtype=np.float32)
+    facet_b = np.full(len(FACET_CLASSES), -30.0, dtype=np.float32)
+    for k, cls in enumerate(facet_model.classes_):
+        facet_w[:, cls] = facet_model.coef_[k]
+        facet_b[cls] = facet_model.intercept_[k]
+
     # -- pair model ----------------------------------------------------------------------
-    xt, yt = _pair_matrix(train.pairs, vec)
-    xd, yd = _pair_matrix(held.pairs, vec)
+    xt, yt = _pair_matrix(train.pairs, vec, facet)
+    xd, yd = _pair_matrix(held.pairs, vec, facet)
     mu, sd = _standardise(xt)
     best: tuple[float, float, Any] | None = None
-    grid = [0.003, 0.01, 0.03, 0.1, 0.3]
     for c in grid:
         m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
         m.fit((xt - mu) / sd, yt)
@@ -312,6 +402,10 @@ def train_relations(
         risk_sd=rsd,
         risk_high=np.float32(high),
         risk_medium=np.float32(high / 2),
+        facet_w=facet_w,
+        facet_b=facet_b,
+        facet_mu=fmu,
+        facet_sd=fsd,
     )
     card: dict[str, Any] = {
         "format": 1,
@@ -333,6 +427,15 @@ def train_relations(
             "dev_accuracy": float((pred == yd).mean()),
             "per_relation": per_relation,
         },
+        "facet_model": {
+            "kind": "multinomial logistic regression over one memory, balanced",
+            "classes": list(FACET_CLASSES),
+            "labels": "core memories by their instance's type, distractors off_topic",
+            "C": facet_c,
+            "train_memories": len(train.memories),
+            "dev_memories": len(held.memories),
+            "dev_macro_f1": facet_f1,
+        },
         "risk_model": {
             "kind": "logistic regression (query, mean and max memory embedding), balanced",
             "C": risk_c,
@@ -347,3 +450,34 @@ def train_relations(
     }
     out.with_suffix(".json").write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
     return card
+
+
+def _cmd_train(args: Any) -> int:
+    card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed)
+    pm, rm = card["pair_model"], card["risk_model"]
+    print(
+        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: pair model dev macro F1 "
+        f"{pm['dev_macro_f1']:.3f} ({pm['dev_pairs']} pairs), facet model dev macro F1 "
+        f"{card['facet_model']['dev_macro_f1']:.3f}, risk HIGH threshold "
+        f"{rm['high_threshold']:.3f} (dev recall {rm['dev_high_recall']:.2f})"
+    )
+    print(f"use it with: Agent(relations=LearnedRelations(weights={str(args.out)!r}))")
+    return 0
+
+
+def add_relations_parser(sub: Any) -> None:
+    """Add ``caap relations train`` to the ``caap`` command's subparsers."""
+    p = sub.add_parser("relations", help="the learned relation layer: train it on your data")
+    rsub = p.add_subparsers(dest="relations_command", required=True)
+    t = rsub.add_parser(
+        "train",
+        help="fit the learned relation layer on TANGLE-format JSONL (instances and stale "
+        "scenarios) and write its weights",
+    )
+    t.add_argument("--data", required=True, help="directory (searched recursively) or file")
+    t.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
+    t.add_argument(
+        "--dev", help="dev data for model settings (default: a quarter of --data's personas)"
+    )
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(handler=_cmd_train)

@@ -721,20 +721,22 @@ def verdict_stale_edges(
 ) -> list[TimelineEdge]:
     """Stale-state edges across aspects from pair verdicts (a pairwise layer).
 
-    For each other memory in another aspect whose verdict with ``new`` is ``supersedes``
-    (Type I) or ``invalidates`` (Type II, "does one change whether the other still holds?")
-    with confidence at least ``cfg.relation_min``: an edge from the later to the earlier
-    memory (:func:`~caap.conflict_graph.rules.newer_older`), closing the earlier one's
-    validity at the later one's world time.
+    For each other memory whose verdict with ``new`` is ``invalidates`` (Type II, "does one
+    change whether the other still holds?"), or ``supersedes`` (Type I) across aspects (within
+    one the timeline reads it), with confidence at least ``cfg.relation_min``: an edge from
+    the later to the earlier memory (:func:`~caap.conflict_graph.rules.newer_older`),
+    closing the earlier one's validity at the later one's world time.
     """
     kinds = {"supersedes": EdgeKind.SUPERSEDES, "invalidates": EdgeKind.PROPAGATED_INVALIDATION}
     out: list[TimelineEdge] = []
     for other in others:
-        if other.id == new.id or aspects.get(other.id) == aspects.get(new.id):
+        if other.id == new.id:
             continue
         v = verdict(new.id, other.id)
         if v is None or v.relation not in kinds or v.confidence < cfg.relation_min:
             continue
+        if v.relation == "supersedes" and aspects.get(other.id) == aspects.get(new.id):
+            continue  # within one aspect the timeline reads supersession
         later, earlier = newer_older(new, other)
         out.append(
             TimelineEdge(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,8 @@ from caap.conflict_graph.relations import (
     relation_layer_names,
     resolve_relations,
 )
+from caap.conflict_graph.rules import Node, VerdictLookup, newer_older, verdict_timeline
+from caap.conflict_graph.stale import verdict_stale_edges
 from caap.models import EdgeKind, Memory, RiskTier
 
 
@@ -127,7 +131,105 @@ def test_graph_types_edges_only_from_the_layers_verdicts(embedder: object) -> No
     assert cluster.risk is RiskTier.HIGH  # the layer's risk, not keyword rules
 
 
+def test_pairwise_layer_invalidates_without_a_dependency_map(embedder: object) -> None:
+    layer = _Scripted("invalidates")
+    layer.pairwise = True  # type: ignore[attr-defined]
+    g = ConflictGraph("u", embedder, relations=layer)  # type: ignore[arg-type]
+    old = Memory(user_id="u", text="I cycle to work every day.", observed_at=datetime(2024, 3, 1))
+    new = Memory(
+        user_id="u", text="The doctor found a heart condition.", observed_at=datetime(2024, 9, 1)
+    )
+    g.add_many([old, new])
+    [e] = [e for e in g.edges() if e.kind is EdgeKind.PROPAGATED_INVALIDATION]
+    assert (e.source_id, e.target_id) == (new.id, old.id)
+    assert g.validity(old.id).invalidated_by == (new.id,)
+
+
 def test_registered_factory_is_used_by_name(embedder: object) -> None:
     register_relation_layer("scripted-agree", lambda **_: _Scripted("agree"))
     g = ConflictGraph("u", embedder, config=GraphConfig(relations="scripted-agree"))  # type: ignore[arg-type]
     assert g.relations.name == "scripted"
+
+
+# -- pure decisions over verdicts ---------------------------------------------------------
+def _n(i: str, day: int | None = None, order: float = 0.0) -> Node:
+    when = datetime(2024, 1, day, tzinfo=timezone.utc) if day else None
+    return Node(i, i, None, None, when, when.timestamp() if when else order)
+
+
+def _lookup(table: dict[frozenset[str], PairVerdict]) -> VerdictLookup:
+    return lambda a, b: table.get(frozenset((a, b)))
+
+
+def test_newer_older_uses_world_time_then_write_order() -> None:
+    a, b = _n("a", day=5), _n("b", day=2)
+    assert newer_older(b, a) == (a, b)
+    c, d = _n("c", order=1.0), _n("d", order=2.0)
+    assert newer_older(c, d) == (d, c)
+
+
+def test_verdict_timeline_reads_oscillation_and_supersession() -> None:
+    nodes = [_n("a", 1), _n("b", 2), _n("c", 3)]
+    cfg = GraphConfig()
+    osc = _lookup(
+        {
+            frozenset("ab"): PairVerdict.certain("temporal_change"),
+            frozenset("bc"): PairVerdict.certain("temporal_change"),
+            frozenset("ac"): PairVerdict.certain("agree"),
+        }
+    )
+    r = verdict_timeline(nodes, osc, cfg)
+    assert r.oscillates and not r.superseded
+    assert {(e.source_id, e.target_id) for e in r.edges} == {("b", "a"), ("c", "b")}
+    assert [p.members for p in r.phases] == [("a",), ("b",), ("c",)]
+    sup = _lookup({frozenset("ac"): PairVerdict.certain("supersedes")})
+    r = verdict_timeline(nodes, sup, cfg)
+    assert r.superseded and not r.oscillates
+    [e] = r.edges
+    assert (e.kind, e.source_id, e.target_id) == (EdgeKind.SUPERSEDES, "c", "a")
+    assert e.invalid_at == nodes[2].when
+    # Below the confidence threshold nothing is read.
+    weak = _lookup({frozenset("ac"): PairVerdict.from_probs({"supersedes": 0.4, "agree": 0.3})})
+    assert verdict_timeline(nodes, weak, cfg).edges == ()
+
+
+def test_verdict_stale_edges_cross_aspect_only_and_directed_by_time() -> None:
+    change, habit, same = _n("change", 9), _n("habit", 1), _n("same", 2)
+    aspects = {"change": "health", "habit": "diet", "same": "health"}
+    table = {
+        frozenset(("change", "habit")): PairVerdict.certain("invalidates", "rules it out"),
+        frozenset(("change", "same")): PairVerdict.certain("supersedes"),
+    }
+    out = verdict_stale_edges(habit, [change, same], _lookup(table), aspects, GraphConfig())
+    assert [(e.kind, e.source_id, e.target_id) for e in out] == [
+        (EdgeKind.PROPAGATED_INVALIDATION, "change", "habit")
+    ]
+    out = verdict_stale_edges(change, [habit, same], _lookup(table), aspects, GraphConfig())
+    # "same" shares the change's aspect: its timeline reads that supersession, not this.
+    assert [e.target_id for e in out] == ["habit"]
+    aspects["habit"] = "health"
+    out = verdict_stale_edges(change, [habit], _lookup(table), aspects, GraphConfig())
+    assert [e.kind for e in out] == [EdgeKind.PROPAGATED_INVALIDATION]
+
+
+# -- the learned layer -----------------------------------------------------------------------
+def test_learned_layer_loads_shipped_weights_and_gives_distributions(embedder: object) -> None:
+    layer = get_relation_layer("learned", embedder=embedder)
+    assert layer.name == "learned"
+    assert layer.card["relations"] == list(RELATIONS)  # type: ignore[attr-defined]
+    fs = layer.facets(["My GP says I should take 5 mg.", "On workdays I skip breakfast."])
+    assert all(0.0 <= f.source_confidence <= 1.0 for f in fs)
+    a = MemoryView("a", "I take the bus to work every day.")
+    b = MemoryView("b", "My sister collects vintage stamps.")
+    [v] = layer.relate([(a, b)])
+    assert sum(v.probs.values()) == pytest.approx(1.0, abs=1e-4)
+    assert v.relation in RELATIONS and v.evidence.startswith("pair model")
+    r = layer.risk("Can you book my flight?", [])
+    assert r.tier in set(RiskTier) and 0.0 <= r.confidence <= 1.0
+
+
+def test_learned_layer_rejects_incomplete_weights(tmp_path: Path, embedder: object) -> None:
+    bad = tmp_path / "w.npz"
+    np.savez(bad, pair_w=np.zeros((3, 7)))
+    with pytest.raises(ValueError, match="lack arrays"):
+        get_relation_layer("learned", weights=bad, embedder=embedder)
