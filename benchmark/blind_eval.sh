@@ -7,9 +7,9 @@
 #
 # Usage: benchmark/blind_eval.sh OUT_DIR [SPLIT]     SPLIT: test (default), dev or train
 # Environment:
-#   RELATIONS  relation layers to compare (default "rules learned"; "llm" needs a model, see
+#   RELATIONS  relation layers to compare (default "rules learned"; empty: none; "llm" needs a model, see
 #              docs/llm.md)
-#   BASELINES  fixed baselines to run (default: all of them)
+#   BASELINES  fixed baselines to run (default: all of them; empty: none)
 #   BLIND_DIR  the corpus root (default: the one shipped in the package)
 #   CAAP       the caap command (default: caap)
 # Writes OUT_DIR/oracle/<run>/report.{json,html}, OUT_DIR/stale/caap-<layer>/stale_report.json,
@@ -20,8 +20,8 @@
 set -euo pipefail
 out=${1:?usage: benchmark/blind_eval.sh OUT_DIR [SPLIT]}
 split=${2:-test}
-relations=${RELATIONS:-rules learned}
-baselines=${BASELINES:-direct recency majority source_priority always_ask always_conditionalize lexical}
+relations=${RELATIONS-rules learned}
+baselines=${BASELINES-direct recency majority source_priority always_ask always_conditionalize lexical}
 caap=${CAAP:-caap}
 if [[ -z ${BLIND_DIR:-} ]]; then
   BLIND_DIR=$(python3 -c 'import caap.benchmark, pathlib; print(pathlib.Path(caap.benchmark.__file__).parent / "data" / "blind")' 2>/dev/null \

@@ -297,3 +297,20 @@ def test_relations_are_passed_to_caap_and_recorded(
     assert read_report(tmp_path / "o").relations == "rules"
     assert main([*args, "--policy", "always_ask", "--relations", "rules"]) == 2
     assert "takes no relation layer" in capsys.readouterr().err
+
+
+class _RecordingAgent:
+    def __init__(self, path: Path, **kwargs: object) -> None:
+        self.kwargs = kwargs
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_pipeline_agent_gets_the_relation_layer(styled: list[Instance]) -> None:
+    from caap.benchmark.tracks import PipelineBank
+
+    with PipelineBank(styled, agent_factory=_RecordingAgent, relations="learned") as bank:
+        assert bank.agent.kwargs["relations"] == "learned"
+    with PipelineBank(styled, agent_factory=_RecordingAgent) as bank:
+        assert "relations" not in bank.agent.kwargs
