@@ -117,8 +117,8 @@ CREATE TABLE IF NOT EXISTS reliability_outcomes (
 );
 CREATE TABLE IF NOT EXISTS generations (user_id TEXT PRIMARY KEY, gen INTEGER NOT NULL);
 """
-#: Tables every readable store has.
-_TABLES = ("meta", "memories", "edges", "reliability_outcomes")
+#: Tables every readable store has (a version-1 file lacks the later ones; they are added).
+_TABLES = ("meta", "memories", "edges")
 #: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
 #: empty table on open and stays readable by everything that read it before.
 SCHEMA_VERSION = "2"
