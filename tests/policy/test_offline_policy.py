@@ -66,7 +66,7 @@ def test_query_that_names_the_context_commits(policy: CaapPolicy) -> None:
         _mems(DRINKING), "I have an early shift the following morning, should I drink tonight?"
     )
     assert r.decision.action is Action.COMMIT
-    assert "skips alcohol" in r.text
+    assert re.search(r"\bskips? alcohol", r.text), r.text  # "you skip alcohol ..." to the user
 
 
 def test_oscillation_gets_a_reversible_trial_that_quantifies_the_pattern(
