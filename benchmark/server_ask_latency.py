@@ -82,9 +82,17 @@ def main() -> None:
                 client.remember(user_id=user, **m)
             client_env = {**env, "CAAP_SERVER": url}
             times: list[float] = []
+            bare: list[float] = []
+            trips: list[float] = []
             for _ in range(args.rounds):
                 for q in persona["queries"]:
                     times.append(_timed([*caap, "ask", q, "--user", user], client_env))
+                    # Where the time goes: a bare interpreter start, and the HTTP round trip
+                    # (the server's respond) from this process.
+                    bare.append(_timed([sys.executable, "-c", "pass"], env))
+                    t = time.perf_counter()
+                    client.respond(q, user)
+                    trips.append(time.perf_counter() - t)
             cold = None
             if not args.no_cold:
                 data = f"{tmp}/cold"
@@ -114,6 +122,11 @@ def main() -> None:
             f"caap ask --server: next {len(rest)} calls median {statistics.median(rest):.2f} s, "
             f"max {max(rest):.2f} s"
         )
+    print(
+        f"  of which: bare `python -c pass` median {statistics.median(bare):.2f} s; "
+        f"HTTP respond round trip median {statistics.median(trips):.3f} s"
+    )
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if cold is not None:
         print(f"caap ask without a server (loads torch and the model): {cold:.2f} s")
 

@@ -56,6 +56,9 @@ _CONFIG_KEYS = (
     "graph",
 )
 
+#: How many nearest memories a filtered or scoped search looks through at most.
+_FILTER_CANDIDATES = 2000
+
 _OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "contains")
 
 
@@ -445,7 +448,9 @@ class Mem0Api:
                     raise TypeError(f"query must be a str, got {type(query).__name__}")
                 return {"results": []}
             narrowed = bool(filters) or agent_id is not None or run_id is not None
-            k = total if narrowed else min(limit, total)
+            # Filters are applied to the nearest candidates: all of a user's memories, up to
+            # _FILTER_CANDIDATES of them.
+            k = min(total, _FILTER_CANDIDATES) if narrowed else min(limit, total)
             recall = agent.recall(query, user_id, k=k)
             conflicts = self._conflict_index(user_id)
             by_id = {m.id: m for m in recall.memories}

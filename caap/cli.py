@@ -265,12 +265,17 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP API and the MCP server with the model loaded."""
+    import contextlib
+
     from caap import Agent
 
-    if args.config:
-        agent = Agent.from_config(args.config)
-    else:
-        agent = Agent(args.data, llm=args.llm, store=os.environ.get("CAAP_STORE") or None)
+    # Over stdio, stdout is the MCP channel: anything a library prints while the model loads
+    # goes to stderr instead.
+    with contextlib.redirect_stdout(sys.stderr if args.stdio else sys.stdout):
+        if args.config:
+            agent = Agent.from_config(args.config)
+        else:
+            agent = Agent(args.data, llm=args.llm, store=os.environ.get("CAAP_STORE") or None)
     if args.stdio:
         from caap.server import run_stdio
 

@@ -323,3 +323,26 @@ def test_caap_serve_command(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(60)
     assert proc.returncode == 0 or proc.returncode == -15
+
+
+@pytest.mark.slow
+def test_mcp_over_stdio(tmp_path: Path) -> None:
+    """`caap serve --stdio`, started by an MCP client as a host would."""
+    from mcp import Client as McpClient
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "caap.cli", "serve", "--stdio", "--data", str(tmp_path / "d")],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    async def session() -> None:
+        async with McpClient(params, read_timeout_seconds=300) as mcp:
+            added = await mcp.call_tool("add", {"messages": ETHAN, "user_id": "ethan"})
+            assert not added.is_error, added
+            result = await mcp.call_tool("respond", {"query": QUERY, "user_id": "ethan"})
+            assert result.structured_content["decision"]["action"] == "conditionalize"  # type: ignore[index]
+
+    asyncio.run(session())
