@@ -121,6 +121,6 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     assert proc.returncode == 0, (proc.stdout[-3000:] + "\n" + proc.stderr[-6000:]).strip()

@@ -66,7 +66,7 @@ def test_query_that_names_the_context_commits(policy: CaapPolicy) -> None:
         _mems(DRINKING), "I have an early shift the following morning, should I drink tonight?"
     )
     assert r.decision.action is Action.COMMIT
-    assert "skips alcohol" in r.text
+    assert re.search(r"\bskips? alcohol", r.text), r.text  # "you skip alcohol ..." to the user
 
 
 def test_oscillation_gets_a_reversible_trial_that_quantifies_the_pattern(
@@ -139,7 +139,22 @@ def test_quoted_user_facts_come_from_memories(policy: CaapPolicy) -> None:
             # Numbered lines are the verification plan, not quotes.
             if m and not re.match(r"- \d+\. ", line):
                 quoted = m.group(1).rstrip("…")
-                assert any(quoted in t or t.startswith(quoted) for t in texts), line
+                # Quoted in the user's own words, addressed to them ("you skip", not "Ethan
+                # skips"): every other word comes from one memory.
+                said = _words(quoted)
+                assert any(said <= _words(t) for t in texts), line
+
+
+_PERSON = {"you", "your", "yourself", "he", "she", "his", "her", "him", "i", "my", "ethan", "maya"}
+_IRREGULAR = {"has": "have", "is": "are", "was": "were", "does": "do", "goes": "go"}
+
+
+def _words(text: str) -> set[str]:
+    out = set()
+    for w in re.findall(r"[a-z']+", text.lower().replace("'s", "")):
+        if w not in _PERSON:
+            out.add(_IRREGULAR.get(w, w).rstrip("s"))
+    return out
 
 
 def test_policy_never_sees_labels(policy: CaapPolicy) -> None:
