@@ -104,6 +104,10 @@ def run(
     backend_options: Mapping[str, Any] | None = None,
     k: int = DEFAULT_K,
     bank_path: str | Path | None = None,
+    budget: int | None = None,
+    budgets: Sequence[int] = (),
+    sentences: bool = False,
+    interleave: int = 0,
 ) -> Report:
     """Run one policy on one track over a dataset and judge every response.
 
@@ -125,6 +129,12 @@ def run(
         backend_options: Keyword arguments for a backend given by name.
         k: Pipeline track: memories the backend search returns.
         bank_path: Pipeline track: keep the agent's data here instead of a temporary directory.
+        budget: Pipeline track: the policy sees ``agent.recall(query, user, budget=budget)``
+            (at most ``budget`` memories from the best topics) instead of the k-expansion.
+        budgets: Pipeline track: recall budgets at which plain search, the graph and
+            equal-budget search are measured per instance (e.g. ``(10, 20, 40)``).
+        sentences: Pipeline track: store one memory per sentence of a turn.
+        interleave: Pipeline track: mix topics, this many sessions per conversation.
 
     Raises:
         ValueError: an unknown track, policy or judge, or an argument out of range.
@@ -174,17 +184,38 @@ def run(
     else:
         report.graph_expansion = graph_expansion
         backend_name = backend if isinstance(backend, str) else backend.name
+        extra: dict[str, Any] = {}
+        if budget is not None:
+            extra["budget"] = budget
+        if budgets:
+            extra["budgets"] = list(budgets)
+        if sentences:
+            extra["sentences"] = True
+        if interleave > 1:
+            extra["interleave"] = interleave
         report.backend = ComponentSpec(
-            name=backend_name, args={**dict(backend_options or {}), "k": k}
+            name=backend_name, args={**dict(backend_options or {}), "k": k, **extra}
         )
         with PipelineBank(
-            instances, backend=backend, backend_options=backend_options, path=bank_path, k=k
+            instances,
+            backend=backend,
+            backend_options=backend_options,
+            path=bank_path,
+            k=k,
+            budgets=budgets,
+            sentences=sentences,
+            interleave=interleave,
         ) as bank:
             for inst in bar:
                 bar.set_postfix_str(f"persona {inst.persona.id}")
                 results.append(
                     run_pipeline_instance(
-                        inst, the_policy, the_judge, bank, graph_expansion=graph_expansion
+                        inst,
+                        the_policy,
+                        the_judge,
+                        bank,
+                        graph_expansion=graph_expansion,
+                        budget=budget,
                     )
                 )
     bar.close()
@@ -278,6 +309,14 @@ def format_summary(report: Report) -> str:
             lines.append(
                 f"equal-budget peer (search with k = expanded bank size, median {median}): "
                 + " ".join(f"{k}={v}" for k, v in same.items())
+            )
+        ceiling = report.ceiling_full()
+        n = sum(1 for r in report.instances if r.observability)
+        for b, c in report.budget_full().items():
+            lines.append(
+                f"budget {b}: FULL search {c.get('search', 0)}, graph {c.get('graph', 0)}, "
+                f"equal-budget search {c.get('same_size', 0)} of {n} "
+                f"(all-memories ceiling {ceiling})"
             )
     d6 = report.d6_counts()
     if any(d6.values()):

@@ -82,10 +82,26 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             ON caap_reliability_outcomes (user_id, seq);
         """,
     ),
+    (
+        3,
+        "conversation segments",
+        """
+        CREATE TABLE caap_segments (
+            user_id   TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            segment   TEXT NOT NULL,
+            PRIMARY KEY (user_id, memory_id)
+        );
+        """,
+    ),
 )
 
 _INSERT_MEMORY = (
     "INSERT INTO caap_memories (user_id, id, payload, inferred, vector) VALUES (%s, %s, %s, %s, %s)"
+)
+_UPSERT_SEGMENT = (
+    "INSERT INTO caap_segments (user_id, memory_id, segment) VALUES (%s, %s, %s) "
+    "ON CONFLICT (user_id, memory_id) DO UPDATE SET segment = EXCLUDED.segment"
 )
 _UPSERT_EDGE = (
     "INSERT INTO caap_edges (user_id, id, kind, source_id, target_id, payload, expired_at) "
@@ -115,11 +131,14 @@ def _redacted(dsn: str, psycopg: Any) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(parts.items()))
 
 
-def _row_to_stored(payload: str, inferred: str, vector: bytes) -> StoredMemory:
+def _row_to_stored(
+    payload: str, inferred: str, vector: bytes, segment: str | None = None
+) -> StoredMemory:
     return StoredMemory(
         Memory.model_validate_json(payload),
         json.loads(inferred),
         np.frombuffer(vector, dtype=np.float32),
+        segment,
     )
 
 
@@ -273,6 +292,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
             with self.transaction() as tx:
                 self.write(memories, edges, db=tx)
             return
+        memories = list(memories)
         memory_rows = [
             (
                 sm.memory.user_id,
@@ -282,6 +302,11 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 np.asarray(sm.vector, dtype=np.float32).tobytes(),
             )
             for sm in memories
+        ]
+        segment_rows = [
+            (sm.memory.user_id, sm.memory.id, sm.segment)
+            for sm in memories
+            if sm.segment is not None
         ]
         edge_rows = [
             (
@@ -300,6 +325,8 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         with db.cursor() as cur:
             if memory_rows:
                 cur.executemany(_INSERT_MEMORY, memory_rows)
+            if segment_rows:
+                cur.executemany(_UPSERT_SEGMENT, segment_rows)
             if edge_rows:
                 cur.executemany(_UPSERT_EDGE, edge_rows)
 
@@ -322,6 +349,9 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         cur = db.execute(
             "DELETE FROM caap_memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
         )
+        db.execute(
+            "DELETE FROM caap_segments WHERE user_id = %s AND memory_id = %s", (user_id, memory_id)
+        )
         return bool(cur.rowcount > 0)
 
     # -- reads -----------------------------------------------------------------------------
@@ -329,8 +359,9 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         """Every stored memory of one user, in write order."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT payload, inferred, vector FROM caap_memories "
-                "WHERE user_id = %s ORDER BY seq",
+                "SELECT m.payload, m.inferred, m.vector, s.segment FROM caap_memories m "
+                "LEFT JOIN caap_segments s ON s.user_id = m.user_id AND s.memory_id = m.id "
+                "WHERE m.user_id = %s ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
         return [_row_to_stored(*r) for r in rows]

@@ -54,6 +54,12 @@ CREATE TABLE IF NOT EXISTS edges (
     expired_at TEXT
 );
 CREATE INDEX IF NOT EXISTS edges_user ON edges (user_id, expired_at);
+CREATE TABLE IF NOT EXISTS segments (
+    user_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    PRIMARY KEY (user_id, memory_id)
+);
 CREATE TABLE IF NOT EXISTS reliability_outcomes (
     user_id TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -63,19 +69,24 @@ CREATE TABLE IF NOT EXISTS reliability_outcomes (
 );
 """
 #: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
-#: empty table on open and stays readable by everything that read it before.
-SCHEMA_VERSION = "2"
+#: empty table on open and stays readable by everything that read it before. 3 added
+#: ``segments`` (the conversation segment of each conversational memory), the same way.
+SCHEMA_VERSION = "3"
 
 
 class StoredMemory:
-    """A memory row: the memory, which facets were inferred, its value vector."""
+    """A memory row: the memory, which facets were inferred, its value vector, and the
+    conversation segment it was placed in (``None`` outside topic formation)."""
 
-    __slots__ = ("inferred", "memory", "vector")
+    __slots__ = ("inferred", "memory", "segment", "vector")
 
-    def __init__(self, memory: Memory, inferred: list[str], vector: Vector) -> None:
+    def __init__(
+        self, memory: Memory, inferred: list[str], vector: Vector, segment: str | None = None
+    ) -> None:
         self.memory = memory
         self.inferred = inferred
         self.vector = vector
+        self.segment = segment
 
 
 class ConflictGraphStore(ABC, Generic[TxT]):
@@ -273,6 +284,12 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                     np.asarray(sm.vector, dtype=np.float32).tobytes(),
                 ),
             )
+            if sm.segment is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO segments (user_id, memory_id, segment) "
+                    "VALUES (?, ?, ?)",
+                    (m.user_id, m.id, sm.segment),
+                )
         for e in edges:
             db.execute(
                 "INSERT INTO edges (id, user_id, kind, source_id, target_id, payload, expired_at) "
@@ -306,6 +323,9 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
             cur = conn.execute(
                 "DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id)
             )
+            conn.execute(
+                "DELETE FROM segments WHERE user_id = ? AND memory_id = ?", (user_id, memory_id)
+            )
         return cur.rowcount > 0
 
     # -- reads -----------------------------------------------------------------------------
@@ -313,14 +333,19 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         """Every stored memory of one user, in write order."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT payload, inferred, vector FROM memories WHERE user_id = ? ORDER BY seq",
+                "SELECT m.payload, m.inferred, m.vector, s.segment FROM memories m "
+                "LEFT JOIN segments s ON s.user_id = m.user_id AND s.memory_id = m.id "
+                "WHERE m.user_id = ? ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
         return [
             StoredMemory(
-                Memory.model_validate_json(p), json.loads(i), np.frombuffer(v, dtype=np.float32)
+                Memory.model_validate_json(p),
+                json.loads(i),
+                np.frombuffer(v, dtype=np.float32),
+                seg,
             )
-            for p, i, v in rows
+            for p, i, v, seg in rows
         ]
 
     def get(self, user_id: str, memory_id: str) -> StoredMemory | None:
