@@ -36,12 +36,12 @@ Vector = npt.NDArray[np.float32]
 class TopicConfig:
     """Thresholds of topic formation (defaults measured on the shipped TANGLE dialogue)."""
 
-    split: float = 0.2
+    split: float = 0.3
     """A turn whose similarity to the open segment's recent turns is below this starts a new
     segment (a change of subject)."""
     window: int = 3
     """How many of the open segment's latest turns a new turn is compared with."""
-    neighbours: int = 3
+    neighbours: int = 6
     """k of the segment k-nearest-neighbour graph (and of a new segment's topic vote)."""
     join: float = 0.35
     """A segment joins its neighbours' topic only when their similarity reaches this."""
