@@ -131,6 +131,11 @@ class Report(BaseModel):
     seed: int = 0
     limit: int | None = None
     instances: list[InstanceResult] = Field(default_factory=list)
+    topic_agreement: dict[str, float] = Field(
+        default_factory=dict,
+        description="Pipeline track: persona id -> adjusted Rand index of the memories' "
+        "aspects (topics) against the instances their sessions belong to.",
+    )
 
     # -- summaries -------------------------------------------------------------------------
     def mean_total(self, conflict_type: str | None = None) -> float:

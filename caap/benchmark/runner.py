@@ -218,6 +218,7 @@ def run(
                         budget=budget,
                     )
                 )
+            report.topic_agreement = bank.topic_agreement()
     bar.close()
     report.instances = results
     if out is not None:
@@ -309,6 +310,12 @@ def format_summary(report: Report) -> str:
             lines.append(
                 f"equal-budget peer (search with k = expanded bank size, median {median}): "
                 + " ".join(f"{k}={v}" for k, v in same.items())
+            )
+        if report.topic_agreement:
+            aris = sorted(report.topic_agreement.values())
+            lines.append(
+                f"topic agreement (adjusted Rand vs instances, {len(aris)} personas): "
+                f"median {aris[len(aris) // 2]:.2f}, min {aris[0]:.2f}"
             )
         ceiling = report.ceiling_full()
         n = sum(1 for r in report.instances if r.observability)

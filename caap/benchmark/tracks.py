@@ -333,6 +333,29 @@ class PipelineBank:
         memories = getattr(self.agent, "memories", None)
         return list(memories(user_id_for(instance))) if memories is not None else []
 
+    def topic_agreement(self) -> dict[str, float]:
+        """Persona id -> adjusted Rand index of the stored memories' aspects against the
+        instances their sessions belong to (personas ingested so far, whose memories carry
+        session provenance)."""
+        from caap.conflict_graph.topics import topic_agreement
+
+        owner = {s.id: i.id for i in self._instances for s in i.sessions}
+        memories = getattr(self.agent, "memories", None)
+        out: dict[str, float] = {}
+        if memories is None:
+            return out
+        for persona, state in self._personas.items():
+            if state.error is not None:
+                continue
+            rows = [
+                (m.aspect or "", owner[m.provenance["session"]])
+                for m in memories(f"tangle:{persona}")
+                if m.provenance.get("session") in owner
+            ]
+            if rows:
+                out[persona] = topic_agreement([a for a, _ in rows], [t for _, t in rows])
+        return out
+
     def ingest_seconds(self) -> dict[str, float]:
         """Persona id -> seconds its ingestion took."""
         return {p: s.seconds for p, s in self._personas.items()}
