@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Oracle track, structural judge: CAAP against every fixed baseline on the shipped dataset.
-# Usage: benchmark/oracle_vs_baselines.sh [OUT_DIR]   (about 5 minutes on 2 cores)
+# Usage: benchmark/oracle_vs_baselines.sh [OUT_DIR]   (about 12.5 minutes on 2 cores)
 set -euo pipefail
 out=${1:-runs/oracle}
 policies=(caap direct recency majority source_priority always_ask always_conditionalize lexical)

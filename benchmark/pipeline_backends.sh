@@ -2,7 +2,7 @@
 # Pipeline track, structural judge: each backend raw (--no-graph) and with the conflict graph.
 # Every run's report also holds the raw and equal-budget observability of its own banks.
 # Usage: benchmark/pipeline_backends.sh [OUT_DIR] [BACKEND ...]   (default: builtin mem0)
-# Time on 2 shared cores: builtin a few minutes a run, mem0 about 35 minutes a run (Mem0
+# Time on 2 shared cores: builtin 5-6 minutes a run, mem0 about 35 minutes a run (Mem0
 # embeds each memory on its own).
 set -euo pipefail
 out=${1:-runs/pipeline}

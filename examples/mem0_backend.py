@@ -1,6 +1,6 @@
 """CAAP on top of Mem0: what Mem0's search returns vs what the conflict graph adds.
 
-Needs ``pip install "caap[mem0]"``; runs offline (Mem0 with ``infer=False``, a local qdrant
+Needs ``pip install "caap-memory[mem0]"``; runs offline (Mem0 with ``infer=False``, a local qdrant
 store and the packaged all-MiniLM-L6-v2).
 
     python examples/mem0_backend.py --data ./mem0-demo

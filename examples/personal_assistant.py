@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
 from caap import Agent, Response
 
@@ -27,7 +28,7 @@ def main() -> int:
     interactive = sys.stdin.isatty()
     if interactive:
         print("CAAP assistant. 'remember: ...', '/conflicts', '/answer ...', '/quit'.")
-    for raw in sys.stdin if not interactive else iter(lambda: input("> "), None):
+    for raw in sys.stdin if not interactive else _prompt():
         line = raw.strip()
         if not line:
             continue
@@ -50,6 +51,16 @@ def main() -> int:
             print(f"[{last.decision.action.value}] {last.text}")
     agent.close()
     return 0
+
+
+def _prompt() -> Iterator[str]:
+    """Lines typed at the prompt until Ctrl-D (end of input) or Ctrl-C: then a clean exit."""
+    while True:
+        try:
+            yield input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return
 
 
 if __name__ == "__main__":

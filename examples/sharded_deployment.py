@@ -6,7 +6,7 @@
 Each shard is one PostgreSQL database (the conflict graph's source of truth) and one Chroma
 collection (the search index). A user always lands on the same shard, so every statement for a
 user hits one database, and a process keeps that user's graph warm in memory. Needs
-``pip install 'caap[postgres]'`` and a running Chroma server (``chroma run --port 8000``).
+``pip install 'caap-memory[postgres]'`` and a running Chroma server (``chroma run --port 8000``).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def postgres_dsn() -> Iterator[str]:
         import psycopg
         from psycopg import sql
     except ImportError:
-        pytest.skip("psycopg is not installed (pip install 'caap[postgres]')")
+        pytest.skip("psycopg is not installed (pip install 'caap-memory[postgres]')")
     import uuid
     from urllib.parse import urlencode, urlsplit, urlunsplit
 

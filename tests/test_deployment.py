@@ -89,7 +89,9 @@ def test_the_cli_keeps_the_graph_where_caap_store_says(
 def test_the_cli_reports_an_unreachable_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'caap[postgres]')")
+    pytest.importorskip(
+        "psycopg", reason="psycopg is not installed (pip install 'caap-memory[postgres]')"
+    )
     with socket.socket() as sock:  # a loopback port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

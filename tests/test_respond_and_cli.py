@@ -37,9 +37,21 @@ def test_resolve_rejects_a_decision_about_someone_else(tmp_path: Path, embedder:
         agent.resolve(r, "The clinic confirmed the record is current.", "ethan")
 
 
-def test_demo_shows_each_kind_of_action(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
+def test_demo_shows_each_kind_of_action(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "demo"
+    assert main(["demo", "--data", str(data)]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    # A progress line while the model loads, on stderr (stdout is the demo's output).
+    assert "Loading the embedding model" in captured.err
+    # Nothing a library prints while loading comes before the demo's own first line.
+    assert out.splitlines()[0].startswith("CAAP demo:"), out[:300]
+    # The labels are explained, the folder is kept, and the next commands are given.
+    for term in ("CPC", "BOC", "SCC", "aspect ids"):
+        assert any(line.lstrip().startswith(term) for line in out.splitlines()), term
+    assert data.is_dir() and any(data.iterdir())
+    assert f"kept in {data}" in out
+    assert "caap ask " in out and f"--data {data}" in out and "caap conflicts" in out
     actions = [line.split()[1] for line in out.splitlines() if line.startswith("action:")]
     assert len(actions) == 4
     assert actions[0] == "commit"

@@ -2,7 +2,7 @@
 
 A-mem is not on PyPI (the PyPI name ``agentic-memory`` is an unrelated project): install it from
 its repository, ``pip install "git+https://github.com/agiresearch/A-mem"``, plus
-``pip install "caap[amem]"`` for the rest of its dependencies.
+``pip install "caap-memory[amem]"`` for the rest of its dependencies.
 
 What A-mem does, and how we drive it:
 
@@ -58,7 +58,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without A-mem
     raise ImportError(
         f"the amem backend needs A-mem ({exc.name or exc}), which is not on PyPI: "
-        'pip install "git+https://github.com/agiresearch/A-mem" "caap[amem]"'
+        'pip install "git+https://github.com/agiresearch/A-mem" "caap-memory[amem]"'
     ) from exc
 
 __all__ = ["AMemBackend"]

@@ -1,4 +1,4 @@
-"""Letta archival memory (``pip install "caap[letta]"``) behind :class:`MemoryBackend`.
+"""Letta archival memory (``pip install "caap-memory[letta]"``) behind :class:`MemoryBackend`.
 
 The adapter speaks to a running Letta server through ``letta-client``
 (``agents.passages.create / search / list / delete``; Letta has no passage update). The
@@ -42,7 +42,8 @@ try:
     import letta_client
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f'the letta backend needs letta-client ({exc.name or exc}): pip install "caap[letta]"'
+        f"the letta backend needs letta-client ({exc.name or exc}): "
+        'pip install "caap-memory[letta]"'
     ) from exc
 
 __all__ = ["DEFAULT_LETTA_URL", "LettaBackend"]

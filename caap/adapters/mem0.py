@@ -42,7 +42,7 @@ from caap.models import Memory
 __all__ = ["INSTALL_HINT", "Mem0Backend", "from_mem0_item", "to_mem0_metadata"]
 
 #: How to install what this adapter needs.
-INSTALL_HINT = 'pip install "caap[mem0]"'
+INSTALL_HINT = 'pip install "caap-memory[mem0]"'
 
 #: Prefix of every metadata key the adapter writes into Mem0.
 _PREFIX = "caap_"

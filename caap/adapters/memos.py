@@ -1,4 +1,4 @@
-"""MemOS (``pip install "caap[memos]"``, PyPI ``MemoryOS``) behind :class:`MemoryBackend`.
+"""MemOS (``pip install "caap-memory[memos]"``, PyPI ``MemoryOS``) behind :class:`MemoryBackend`.
 
 Two of MemOS's textual memories run on this machine without any server or LLM:
 
@@ -55,7 +55,7 @@ try:
     from memos.memories.textual.naive import NaiveTextMemory
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f'the memos backend needs MemOS ({exc.name or exc}): pip install "caap[memos]"'
+        f'the memos backend needs MemOS ({exc.name or exc}): pip install "caap-memory[memos]"'
     ) from exc
 
 __all__ = ["MEMOS_MODES", "MemOSBackend"]

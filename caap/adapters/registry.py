@@ -25,14 +25,22 @@ class BackendSpec:
 
 
 _REGISTRY: dict[str, BackendSpec] = {
-    "builtin": BackendSpec("builtin", "caap.adapters.builtin:BuiltinBackend", 'pip install "caap"'),
-    "mem0": BackendSpec("mem0", "caap.adapters.mem0:Mem0Backend", 'pip install "caap[mem0]"'),
-    "memos": BackendSpec("memos", "caap.adapters.memos:MemOSBackend", 'pip install "caap[memos]"'),
-    "letta": BackendSpec("letta", "caap.adapters.letta:LettaBackend", 'pip install "caap[letta]"'),
+    "builtin": BackendSpec(
+        "builtin", "caap.adapters.builtin:BuiltinBackend", 'pip install "caap-memory"'
+    ),
+    "mem0": BackendSpec(
+        "mem0", "caap.adapters.mem0:Mem0Backend", 'pip install "caap-memory[mem0]"'
+    ),
+    "memos": BackendSpec(
+        "memos", "caap.adapters.memos:MemOSBackend", 'pip install "caap-memory[memos]"'
+    ),
+    "letta": BackendSpec(
+        "letta", "caap.adapters.letta:LettaBackend", 'pip install "caap-memory[letta]"'
+    ),
     "amem": BackendSpec(
         "amem",
         "caap.adapters.amem:AMemBackend",
-        'pip install "git+https://github.com/agiresearch/A-mem" "caap[amem]"',
+        'pip install "git+https://github.com/agiresearch/A-mem" "caap-memory[amem]"',
     ),
 }
 

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 try:
     import pytest
 except ImportError as exc:  # pragma: no cover
-    raise ImportError('caap.adapters.testing needs pytest: pip install "caap[dev]"') from exc
+    raise ImportError('caap.adapters.testing needs pytest: pip install "caap-memory[dev]"') from exc
 
 from pydantic import ValidationError
 

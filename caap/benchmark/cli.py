@@ -1,4 +1,4 @@
-"""``caap tangle ...``: run, compare, validate, ablation, list.
+"""``caap tangle ...``: run, compare, summary, validate, ablation, probe-stale, list.
 
 Errors a user can act on (a bad dataset path, an unknown policy, a bad argument) print one line
 to stderr and exit with status 2; ``validate`` exits 1 when the dataset has errors.
@@ -19,6 +19,14 @@ __all__ = ["add_tangle_parser", "compare_table", "run_label"]
 
 Handler = Callable[[argparse.Namespace], int]
 _TYPES = ("CPC", "BOC", "SCC", "NONE")
+
+
+_POLICY_HELP = "registered policy name, or module:object for your own"
+_HELP = (
+    "caap tangle: run, compare, validate, ablation, probe-stale, list. Errors a user can act on "
+    "(a bad dataset path, an unknown policy, a bad argument) print one line to stderr and exit "
+    "with status 2; validate exits 1 when the dataset has errors."
+)
 
 
 class UsageError(Exception):
@@ -133,9 +141,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
         budgets=args.budgets,
         sentences=args.sentences,
         interleave=args.interleave,
+        relations=args.relations,
     )
     print(format_summary(report))
     print(f"wrote {Path(args.out) / 'report.json'} and {Path(args.out) / 'report.html'}")
+    return _error_status(report)
+
+
+def _error_status(report: Report) -> int:
+    """Exit status of a run: 1, with a message, when every instance failed; else 0 (a warning
+    on stderr when some did)."""
+    failed = [r for r in report.instances if r.error is not None]
+    if not failed:
+        return 0
+    n = len(report.instances)
+    first = failed[0].error
+    if len(failed) == n:
+        print(
+            f"caap: error: every one of the {n} instances failed (judge {_judge_label(report)}); "
+            f"the scores above are not results. First error: {first}",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"caap: warning: {len(failed)} of {n} instances failed and are left out of the means; "
+        f"first error: {first}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -167,6 +199,7 @@ def compare_table(reports: Sequence[Report]) -> str:
             labels[i] = f"{label}#{i + 1}"
     rows: list[tuple[str, list[str]]] = [
         ("judge", [_judge_label(r) for r in reports]),
+        ("relations", [r.relations or "-" for r in reports]),
         ("instances", [str(len(r.instances)) for r in reports]),
         ("errors", [str(sum(x.error is not None for x in r.instances)) for r in reports]),
         ("total (all)", [f"{r.mean_total():.2f}" for r in reports]),
@@ -209,6 +242,7 @@ def compare_table(reports: Sequence[Report]) -> str:
     d6 = [r.d6_counts() for r in reports]
     for k in ("safe", "partial", "unsafe"):
         rows.append((f"D6 {k}", [str(x[k]) for x in d6]))
+    rows.extend(_acceptable_rows(reports, types))
 
     first = max(len(name) for name, _ in rows)
     widths = [max(len(labels[i]), *(len(vals[i]) for _, vals in rows)) for i in range(len(reports))]
@@ -230,6 +264,37 @@ def compare_table(reports: Sequence[Report]) -> str:
     return "\n".join(lines)
 
 
+def _pct(ok: int, n: int) -> str:
+    return f"{ok}/{n} {ok / n:.0%}" if n else "-"
+
+
+def _acceptable_rows(
+    reports: Sequence[Report], types: Sequence[str]
+) -> list[tuple[str, list[str]]]:
+    """Acceptable-action rows: overall, per type, per style, high-risk, unsafe commits."""
+    rows: list[tuple[str, list[str]]] = [
+        ("acceptable (all)", [_pct(*r.acceptable()) for r in reports])
+    ]
+    for t in types:
+        rows.append((f"acceptable {t}", [_pct(*r.acceptable(t)) for r in reports]))
+    styles: list[str] = []
+    for r in reports:
+        styles += [s for s in r.styles() if s not in styles]
+    for st in styles:
+        rows.append((f"acceptable style {st}", [_pct(*r.acceptable(style=st)) for r in reports]))
+    if any(r.acceptable(high_risk=True)[1] for r in reports):
+        rows.append(
+            ("acceptable high-risk", [_pct(*r.acceptable(high_risk=True)) for r in reports])
+        )
+    rows.append(
+        (
+            "unsafe commits",
+            [f"{u}/{n}" if n else "-" for u, n in (r.unsafe_commits() for r in reports)],
+        )
+    )
+    return rows
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from caap.benchmark.report import read_report
 
@@ -242,6 +307,38 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"{d}: not a valid report ({str(exc).splitlines()[0]})") from None
     print(compare_table(reports))
+    return 0
+
+
+# -- summary -----------------------------------------------------------------------------------
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from caap.benchmark.report import read_report
+    from caap.benchmark.summary import read_stale_report, summary_markdown
+
+    reports, stale = [], []
+    for d in args.dirs:
+        try:
+            reports.append(read_report(d))
+        except FileNotFoundError:
+            raise UsageError(f"no report.json in {d!r}") from None
+        except ValueError as exc:
+            raise UsageError(f"{d}: not a valid report ({str(exc).splitlines()[0]})") from None
+    for d in args.stale or ():
+        try:
+            stale.append(read_stale_report(d))
+        except FileNotFoundError:
+            raise UsageError(f"no stale_report.json in {d!r}") from None
+        except ValueError as exc:
+            raise UsageError(
+                f"{d}: not a valid stale report ({str(exc).splitlines()[0]})"
+            ) from None
+    table = summary_markdown(reports, stale, baselines=not args.no_baselines)
+    print(table)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(table + "\n", encoding="utf-8")
     return 0
 
 
@@ -277,6 +374,7 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=args.out,
         progress=not args.quiet,
+        relations=args.relations,
     )
     print(paired_summary(reports).table())
     print(f"wrote {len(reports)} reports and summary.json/summary.txt under {args.out}")
@@ -297,8 +395,13 @@ def _cmd_probe_stale(args: argparse.Namespace) -> int:
         k=args.k,
         out=args.out,
         progress=not args.quiet,
+        relations=args.relations,
     )
-    print(f"stale-state probes: policy={report.policy['name']} backend={report.backend}")
+    print(
+        f"stale-state probes: policy={report.policy['name']} backend={report.backend}"
+        + (f" relations={report.relations}" if report.relations else "")
+        + f" scorer={report.scorer}"
+    )
     print(report.table())
     errors = sum(r.error is not None for r in report.results)
     if errors:
@@ -336,8 +439,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--judge",
         default="structural",
-        metavar="structural|llm:MODEL",
-        help="judge (default: structural, an offline proxy)",
+        metavar="structural|llm:MODEL|module:object",
+        help="judge (default: structural, an offline proxy); module:object for your own",
     )
     p.add_argument("--limit", type=_positive, metavar="K", help="run only the first K instances")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="shuffle seed (default 0)")
@@ -350,7 +453,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     Every subcommand sets ``handler``: a function from the parsed args to an exit status.
     """
     tangle: argparse.ArgumentParser = subparsers.add_parser(
-        "tangle", help="the TANGLE benchmark harness", description=__doc__
+        "tangle", help="the TANGLE benchmark harness", description=_HELP
     )
     sub = tangle.add_subparsers(dest="tangle_command", metavar="COMMAND")
 
@@ -363,7 +466,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one policy on one track and write a report")
     _common(p)
     p.add_argument("--track", choices=("oracle", "pipeline"), default="oracle")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--backend",
         default="builtin",
@@ -419,6 +522,12 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="pipeline track: mix topics, N sessions of a persona per dated conversation",
     )
+    p.add_argument(
+        "--relations",
+        metavar="NAME",
+        help="relation layer the caap policy (and agent) read memory text with: rules, "
+        "learned or llm (default: the policy's own default)",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="where report.json/html go")
     p.set_defaults(handler=_guarded(_cmd_run))
 
@@ -426,19 +535,46 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories (or report.json files)")
     p.set_defaults(handler=_guarded(_cmd_compare))
 
+    p = sub.add_parser(
+        "summary",
+        help="one markdown table: acceptable action per type/style, unsafe commits, totals vs "
+        "the best fixed baselines, stale probes per style",
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="TANGLE run directories")
+    p.add_argument(
+        "--stale",
+        action="append",
+        metavar="DIR",
+        help="a probe-stale output directory (repeatable); matched to a run by policy and "
+        "relation layer",
+    )
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="leave out the best fixed baselines (by total and by acceptable share)",
+    )
+    p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
+    p.set_defaults(handler=_guarded(_cmd_summary))
+
     p = sub.add_parser("validate", help="check a dataset's structure")
     p.add_argument("path", nargs="?", metavar="PATH", help="default: the shipped set")
     p.set_defaults(handler=_guarded(_cmd_validate))
 
     p = sub.add_parser("ablation", help="distractor-noise ablation, paired by instance")
     _common(p)
-    p.add_argument("--policy", required=True, metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", required=True, metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--levels",
         type=_levels,
         default=[0, 2, 4, 6],
         metavar="N,N,...",
         help="distractor levels (default 0,2,4,6)",
+    )
+    p.add_argument(
+        "--relations",
+        metavar="NAME",
+        help="relation layer the caap policy (and agent) read memory text with: rules, "
+        "learned or llm (default: the policy's own default)",
     )
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(handler=_guarded(_cmd_ablation))
@@ -451,7 +587,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--dataset", metavar="PATH", help="a .jsonl file or directory (default: the shipped set)"
     )
     p.add_argument("--backend", default="builtin", metavar="NAME", help="memory backend")
-    p.add_argument("--policy", default="caap", metavar="NAME", help="registered policy name")
+    p.add_argument("--policy", default="caap", metavar="NAME", help=_POLICY_HELP)
     p.add_argument(
         "--policy-arg",
         action="append",
@@ -459,6 +595,12 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="argument for the policy factory (VALUE parsed as JSON when it can be); repeatable",
     )
     p.add_argument("--k", type=_positive, default=10, help="recall size (default 10)")
+    p.add_argument(
+        "--relations",
+        metavar="NAME",
+        help="relation layer the caap policy (and agent) read memory text with: rules, "
+        "learned or llm (default: the policy's own default)",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="where stale_report.json goes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_guarded(_cmd_probe_stale))

@@ -473,18 +473,51 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """A self-contained page: the tables and bar charts of latency and ingest split."""
+def _markdown_to_html(markdown: str) -> str:
+    """The Markdown of :func:`render_markdown` as HTML: tables as ``<table>``, lines as ``<p>``."""
     from html import escape
 
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if not table:
+            return
+        head, *body = table
+        rows = [r for r in body if not all(set(c) <= {"-", ":"} for c in r)]
+        out.append(
+            "<table><thead><tr>"
+            + "".join(f"<th>{escape(c)}</th>" for c in head)
+            + "</tr></thead><tbody>"
+            + "".join(
+                "<tr>" + "".join(f'<td class="num">{escape(c)}</td>' for c in r) + "</tr>"
+                for r in rows
+            )
+            + "</tbody></table>"
+        )
+        table.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        flush()
+        if line.strip():
+            out.append(f"<p>{escape(line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """A self-contained page styled like ``report.html``: HTML tables and titled charts."""
     from caap.benchmark._svg import grouped_bars, stacked_bars
+    from caap.benchmark.html import _card, _page
 
     parts = [
-        "<!doctype html><meta charset='utf-8'><title>caap bench</title>",
-        "<style>body{font-family:sans-serif;max-width:980px;margin:2em auto}"
-        "pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style>",
-        "<h1>caap bench</h1>",
-        f"<pre>{escape(render_markdown(report))}</pre>",
+        '<header><h1>caap bench</h1><p class="muted">Ingest, recall and respond cost by '
+        "phase, against the raw backend and Mem0; the graph layer alone up to large N.</p>"
+        "</header>",
+        _card("Tables", _markdown_to_html(render_markdown(report))),
     ]
     rows = report.get("end_to_end", [])
     if rows:
@@ -496,14 +529,19 @@ def render_html(report: dict[str, Any]) -> str:
             ("graph+policy", [r["overhead_ms"]["p95"] for r in rows]),
         ]
         top = max(max(v) for _, v in series) or 1.0
-        parts.append(grouped_bars(cats, series, max_value=top * 1.1, title="p95 latency (ms) by N"))
+        title = "p95 latency (ms) by number of memories N"
+        parts.append(_card(title, grouped_bars(cats, series, max_value=top * 1.1, title=title)))
         keys = ("embed", "extract", "graph", "sqlite", "vector_store", "other")
+        title = "Agent ingest time by phase (share of the total), by N"
         parts.append(
-            stacked_bars(
-                cats,
-                list(keys),
-                [[r["ingest_agent"]["phase_seconds"].get(k, 0.0) for k in keys] for r in rows],
-                title="agent ingest time by phase (share)",
+            _card(
+                title,
+                stacked_bars(
+                    cats,
+                    list(keys),
+                    [[r["ingest_agent"]["phase_seconds"].get(k, 0.0) for k in keys] for r in rows],
+                    title=title,
+                ),
             )
         )
     g = report.get("graph_layer", [])
@@ -514,10 +552,9 @@ def render_html(report: dict[str, Any]) -> str:
             ("answer", [r["answer"]["p95_ms"] for r in g]),
         ]
         top = max(max(v) for _, v in series) or 1.0
-        parts.append(
-            grouped_bars(cats, series, max_value=top * 1.1, title="graph layer p95 (ms) by N")
-        )
-    return "\n".join(parts)
+        title = "Graph layer p95 (ms) by number of memories N"
+        parts.append(_card(title, grouped_bars(cats, series, max_value=top * 1.1, title=title)))
+    return _page("caap bench", "\n".join(parts))
 
 
 def write_report(report: dict[str, Any], out_dir: str | Path) -> Path:

@@ -7,6 +7,10 @@ number, and rebuild it.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -81,26 +85,80 @@ def judges() -> list[str]:
     return sorted(_JUDGES)
 
 
+def _import_object(ref: str, kind: str) -> Any:
+    """Import ``module:object`` (``object`` may be dotted); the current directory is searched."""
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{kind} reference must be 'module:object', got {ref!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # Like ``python -m``: a user's own module next to where the command runs is found.
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ImportError(
+            f"cannot import {kind} module {module_name!r} from {ref!r}: {exc}"
+        ) from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"{kind} {ref!r}: module {module_name!r} has no {attr!r}") from None
+    return obj
+
+
 def _build(table: dict[str, Callable[..., Any]], kind: str, name: str, args: dict[str, Any]) -> Any:
     _ensure_builtin_components()
-    try:
-        factory = table[name]
-    except KeyError:
-        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(sorted(table))}") from None
+    factory = table.get(name)
+    if factory is None and ":" in name:
+        # A user's own component: a factory, a class, or a ready instance.
+        target = _import_object(name, kind)
+        method = "respond" if kind == "policy" else "score"
+        if not callable(target) or (not isinstance(target, type) and hasattr(target, method)):
+            if args:
+                raise ValueError(f"{kind} {name!r} is an instance; it takes no arguments")
+            if not hasattr(target, method):
+                raise ValueError(f"{kind} {name!r} has no {method}() method")
+            obj = target
+        else:
+            obj = target(**args)
+            if not hasattr(obj, method):
+                raise ValueError(
+                    f"{kind} {name!r} returned {type(obj).__name__}, which has no {method}()"
+                )
+        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no spec
+            setattr(obj, _SPEC_ATTR, ComponentSpec(name=name, args=args))
+        return obj
+    if factory is None:
+        known = ", ".join(sorted(table))
+        raise ValueError(f"unknown {kind} {name!r}; known: {known} (or module:object)")
     obj = factory(**args)
     setattr(obj, _SPEC_ATTR, ComponentSpec(name=name, args=args))
     return obj
 
 
 def get_policy(name: str, **args: Any) -> Policy:
-    """Build the policy registered as ``name``."""
+    """Build the policy registered as ``name``, or import one from ``module:object``.
+
+    ``module:object`` names a factory or class (called with ``args``) or a ready policy
+    instance; the current directory is on the import path, so ``my_policy:MyPolicy`` finds
+    ``./my_policy.py``.
+    """
     p: Policy = _build(_POLICIES, "policy", name, args)
     return p
 
 
 def get_judge(spec: str, **args: Any) -> Judge:
-    """Build a judge from ``"structural"`` or ``"llm:MODEL"`` (the model goes into args)."""
+    """Build a judge from ``"structural"``, ``"llm:MODEL"`` or ``"module:object"``.
+
+    ``llm:MODEL`` passes the model to the registered ``llm`` judge; any other ``module:object``
+    is imported like :func:`get_policy` does (a factory, a class or an instance with
+    ``score``).
+    """
     name, _, model = spec.partition(":")
+    _ensure_builtin_components()
+    if model and name not in _JUDGES:
+        return _build(_JUDGES, "judge", spec, args)  # type: ignore[no-any-return]
     if model:
         args = {"model": model, **args}
     j: Judge = _build(_JUDGES, "judge", name, args)

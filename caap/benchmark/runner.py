@@ -34,8 +34,10 @@ __all__ = [
     "TRACKS",
     "AblationRow",
     "PairedSummary",
+    "format_acceptable",
     "format_summary",
     "paired_summary",
+    "relations_of",
     "render_report_html",
     "run",
     "run_noise_ablation",
@@ -70,12 +72,46 @@ def _check_limit(limit: int | None) -> None:
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
 
 
-def _build_policy(policy: str | Policy, args: Mapping[str, Any] | None) -> Policy:
+def _check_relations(relations: str | None) -> None:
+    if relations is None:
+        return
+    from caap.conflict_graph.relations import relation_layer_names
+
+    names = relation_layer_names()
+    if relations not in names:
+        raise ValueError(f"relations must be one of {', '.join(names)}, got {relations!r}")
+
+
+def _build_policy(
+    policy: str | Policy, args: Mapping[str, Any] | None, relations: str | None = None
+) -> Policy:
     if isinstance(policy, str):
-        return get_policy(policy, **dict(args or {}))
+        kwargs = dict(args or {})
+        if relations is not None:
+            kwargs["relations"] = relations
+        try:
+            return get_policy(policy, **kwargs)
+        except TypeError as exc:
+            if relations is not None and "relations" in str(exc):
+                raise ValueError(
+                    f"policy {policy!r} reads no memory text, so it takes no relation layer "
+                    "(relations applies to caap)"
+                ) from None
+            raise
     if args:
         raise ValueError("policy_args apply only when the policy is given by name")
+    if relations is not None:
+        raise ValueError("relations applies only when the policy is given by name")
     return policy
+
+
+def relations_of(policy: object) -> str | None:
+    """The name of the relation layer a policy reads memory text with, if it has one."""
+    layer = getattr(policy, "relations", None)
+    if layer is None or isinstance(layer, str):
+        return layer
+    name = getattr(layer, "name", None)
+    return name if isinstance(name, str) else type(layer).__name__
 
 
 def _build_judge(judge: str | Judge, args: Mapping[str, Any] | None) -> Judge:
@@ -108,6 +144,7 @@ def run(
     budgets: Sequence[int] = (),
     sentences: bool = False,
     interleave: int = 0,
+    relations: str | None = None,
 ) -> Report:
     """Run one policy on one track over a dataset and judge every response.
 
@@ -135,9 +172,13 @@ def run(
             equal-budget search are measured per instance (e.g. ``(10, 20, 40)``).
         sentences: Pipeline track: store one memory per sentence of a turn.
         interleave: Pipeline track: mix topics, this many sessions per conversation.
+        relations: The relation layer (by name: ``"rules"``, ``"learned"``, ``"llm"``) the
+            policy reads memory text with, and on the pipeline track the agent's graph too;
+            ``None``: each component's default. Recorded in :attr:`Report.relations`.
 
     Raises:
-        ValueError: an unknown track, policy or judge, or an argument out of range.
+        ValueError: an unknown track, policy, judge or relation layer, an argument out of
+            range, or ``relations`` for a policy that takes none.
         caap.benchmark.dataset.DatasetError: the dataset cannot be read.
     """
     if track not in TRACKS:
@@ -152,9 +193,10 @@ def run(
         isinstance(distractors, bool) or not isinstance(distractors, int) or distractors < 0
     ):
         raise ValueError(f"distractors must be a non-negative int or None, got {distractors!r}")
+    _check_relations(relations)
     instances, dataset_label = _load(dataset)
     selected = instances[:limit] if limit is not None else instances
-    the_policy = _build_policy(policy, policy_args)
+    the_policy = _build_policy(policy, policy_args, relations)
     the_judge = _build_judge(judge, judge_args)
 
     report = Report(
@@ -163,6 +205,7 @@ def run(
         dataset=dataset_label,
         policy=spec_of(the_policy),
         judge=spec_of(the_judge),
+        relations=relations if relations is not None else relations_of(the_policy),
         distractors=distractors if track == "oracle" else None,
         seed=seed,
         limit=limit,
@@ -205,6 +248,7 @@ def run(
             budgets=budgets,
             sentences=sentences,
             interleave=interleave,
+            relations=relations,
         ) as bank:
             for inst in bar:
                 bar.set_postfix_str(f"persona {inst.persona.id}")
@@ -279,6 +323,7 @@ def format_summary(report: Report) -> str:
     """A short per-conflict-type summary: n, mean total, D1..D5, errors; judge named."""
     lines = [
         f"track={report.track} policy={report.policy.name} judge={_judge_label(report.judge)}"
+        + (f" relations={report.relations}" if report.relations else "")
         + (f" backend={report.backend.name}" if report.backend else "")
         + (f" distractors={report.distractors}" if report.distractors is not None else ""),
         f"{'type':<6} {'n':>3} {'total':>6} {'d1':>5} {'d2':>5} {'d3':>5} {'d4':>5} {'d5':>5}"
@@ -328,7 +373,40 @@ def format_summary(report: Report) -> str:
     d6 = report.d6_counts()
     if any(d6.values()):
         lines.append("d6: " + " ".join(f"{k}={v}" for k, v in d6.items()))
+    lines.extend(format_acceptable(report))
     return "\n".join(lines)
+
+
+def _frac(ok: int, n: int) -> str:
+    return f"{ok}/{n} ({ok / n:.0%})" if n else "-"
+
+
+def format_acceptable(report: Report) -> list[str]:
+    """Lines of the acceptable-action metric: overall, per type, per style, high-risk, unsafe."""
+    s = report.acceptable_summary()
+    lines = [
+        "acceptable action: "
+        + "  ".join(
+            f"{k}={_frac(v['ok'], v['n'])}"
+            for k, v in s.items()
+            if k == "all" or k in report.conflict_types()
+        )
+    ]
+    styles = [k for k in s if k.startswith("style:")]
+    if styles:
+        lines.append(
+            "acceptable by style: "
+            + "  ".join(f"{k[6:]}={_frac(s[k]['ok'], s[k]['n'])}" for k in styles)
+        )
+    risk = [k for k in ("high-risk", "high-risk controls") if k in s]
+    unsafe = s["unsafe"]
+    lines.append(
+        "high-risk: "
+        + "  ".join(f"{k}={_frac(s[k]['ok'], s[k]['n'])}" for k in risk)
+        + ("  " if risk else "")
+        + f"unsafe commits={unsafe['unsafe']}/{unsafe['n']}"
+    )
+    return lines
 
 
 def _judge_label(spec: ComponentSpec) -> str:
@@ -351,6 +429,9 @@ class AblationRow(BaseModel):
     dimensions: dict[str, float] = Field(default_factory=dict)
     delta_vs_base: float = Field(description="Paired mean total difference vs the base level.")
     actions_changed: int = Field(description="Paired instances whose action differs from base.")
+    acceptable: int = Field(
+        default=0, description="Paired instances answered with an acceptable action."
+    )
     errors: int = Field(default=0, description="Instances that failed at this level.")
 
 
@@ -361,6 +442,7 @@ class PairedSummary(BaseModel):
 
     policy: ComponentSpec
     judge: ComponentSpec
+    relations: str | None = None
     seed: int
     base_level: int
     instance_ids: list[str] = Field(description="Instances paired across every level.")
@@ -370,20 +452,21 @@ class PairedSummary(BaseModel):
         """A plain-text table, one row per level."""
         types = sorted({t for r in self.rows for t in r.mean_by_type}, key=_type_order)
         head = (
-            f"policy={self.policy.name} judge={_judge_label(self.judge)} seed={self.seed} "
-            f"paired instances={len(self.instance_ids)}"
+            f"policy={self.policy.name} judge={_judge_label(self.judge)} "
+            + (f"relations={self.relations} " if self.relations else "")
+            + f"seed={self.seed} paired instances={len(self.instance_ids)}"
         )
         cols = (
             f"{'N':>3} {'n':>4} {'total':>6} {'delta':>6} "
             + " ".join(f"{t:>6}" for t in types)
-            + f" {'act.chg':>7} {'err':>4}"
+            + f" {'act.ok':>6} {'act.chg':>7} {'err':>4}"
         )
         lines = [head, cols]
         for r in self.rows:
             lines.append(
                 f"{r.distractors:>3} {r.n:>4} {r.mean_total:>6.2f} {r.delta_vs_base:>+6.2f} "
                 + " ".join(f"{r.mean_by_type.get(t, 0.0):>6.2f}" for t in types)
-                + f" {r.actions_changed:>7} {r.errors:>4}"
+                + f" {r.acceptable:>6} {r.actions_changed:>7} {r.errors:>4}"
             )
         return "\n".join(lines)
 
@@ -431,12 +514,14 @@ def paired_summary(reports: Mapping[int, Report]) -> PairedSummary:
                     sum(cur[i].scores.total - base[i].scores.total for i in ids) / n if n else 0.0
                 ),
                 actions_changed=sum(cur[i].action != base[i].action for i in ids),
+                acceptable=sum(r.action_ok for r in paired),
                 errors=sum(r.error is not None for r in reports[lv].instances),
             )
         )
     return PairedSummary(
         policy=first.policy,
         judge=first.judge,
+        relations=first.relations,
         seed=first.seed,
         base_level=levels[0],
         instance_ids=ids,
@@ -456,11 +541,13 @@ def run_noise_ablation(
     seed: int = 0,
     out: str | Path | None = None,
     progress: bool = True,
+    relations: str | None = None,
 ) -> dict[int, Report]:
     """Run the oracle track at every distractor level on the same instances and seed.
 
     With ``out``, writes ``OUT/distractors-N/report.{json,html}`` per level and
-    ``OUT/summary.json`` / ``OUT/summary.txt`` (the :func:`paired_summary`).
+    ``OUT/summary.json`` / ``OUT/summary.txt`` (the :func:`paired_summary`). ``relations``
+    names the relation layer of a policy given by name (see :func:`run`).
 
     Raises:
         ValueError: no levels, repeated levels, or a level above the distractors some
@@ -472,6 +559,7 @@ def run_noise_ablation(
     if len(set(levels)) != len(levels):
         raise ValueError(f"levels must be distinct, got {levels}")
     _check_limit(limit)
+    _check_relations(relations)
     instances, label = _load(dataset)
     selected = instances[:limit] if limit is not None else instances
     if not selected:
@@ -487,8 +575,9 @@ def run_noise_ablation(
             f"levels must be ints between 0 and {most} (distractors per instance), got {bad}"
         )
     # One policy and one judge for every level, so the levels differ only in the noise.
-    the_policy = _build_policy(policy, policy_args)
+    the_policy = _build_policy(policy, policy_args, relations)
     the_judge = _build_judge(judge, judge_args)
+    layer = relations if relations is not None else relations_of(the_policy)
     reports: dict[int, Report] = {}
     for lv in levels:
         rep = run(
@@ -502,6 +591,7 @@ def run_noise_ablation(
         )
         rep.dataset = label
         rep.limit = limit
+        rep.relations = layer
         if out is not None:
             write_outputs(rep, Path(out) / f"distractors-{lv}")
         reports[lv] = rep

@@ -287,6 +287,7 @@ class ProbeResult(BaseModel):
     scenario_id: str
     kind: Literal["direct", "propagated"]
     held_out: bool
+    style: str | None = Field(default=None, description="Judge-only writing style, if labelled.")
     probe_type: ProbeType
     query: str
     action: str
@@ -312,6 +313,11 @@ class StaleReport(BaseModel):
     k: int
     dataset: str
     scorer: str = "caap.benchmark.stale.score_probe"
+    relations: str | None = Field(
+        default=None,
+        description="The relation layer the agent and policy read memory text with (None: "
+        "their defaults, or a policy with none).",
+    )
     results: list[ProbeResult] = Field(default_factory=list)
 
     def accuracy(
@@ -320,6 +326,7 @@ class StaleReport(BaseModel):
         *,
         kind: str | None = None,
         held_out: bool | None = None,
+        style: str | None = None,
     ) -> tuple[int, int]:
         """``(passed, total)`` over the results that match the filters."""
         rows = [
@@ -328,19 +335,29 @@ class StaleReport(BaseModel):
             if (probe_type is None or r.probe_type == probe_type)
             and (kind is None or r.kind == kind)
             and (held_out is None or r.held_out == held_out)
+            and (style is None or r.style == style)
         ]
         return sum(r.passed for r in rows), len(rows)
 
+    def styles(self) -> list[str]:
+        """Writing styles present (judge-only labels), in a stable order."""
+        order = ("dated", "narrative", "implicit", "chatty")
+        present = {r.style for r in self.results if r.style is not None}
+        return [s for s in order if s in present] + sorted(present - set(order))
+
     def summary(self) -> dict[str, Any]:
-        """Accuracy per probe type, overall and split by kind and by held-out status."""
+        """Accuracy per probe type (premise resistance among them), overall and split by
+        kind, by held-out status and by writing style (``style:NAME``)."""
         out: dict[str, Any] = {}
-        for split, filt in (
+        splits: list[tuple[str, dict[str, Any]]] = [
             ("all", {}),
             ("direct", {"kind": "direct"}),
             ("propagated", {"kind": "propagated"}),
             ("written_with_rules", {"held_out": False}),
             ("held_out", {"held_out": True}),
-        ):
+        ]
+        splits += [(f"style:{st}", {"style": st}) for st in self.styles()]
+        for split, filt in splits:
             row: dict[str, Any] = {}
             for t in (*PROBE_TYPES, None):
                 p, n = self.accuracy(t, **filt)
@@ -383,6 +400,7 @@ def run_stale_probes(
     out: str | Path | None = None,
     progress: bool = True,
     agent_factory: Any = None,
+    relations: str | None = None,
 ) -> StaleReport:
     """Run every probe of every scenario and return (and, with ``out``, write) the report.
 
@@ -390,28 +408,34 @@ def run_stale_probes(
     every user turn becomes one memory with ``observed_at`` = the session date. Each probe
     query is answered from ``agent.recall(query, k)``. Failures of the backend or the policy
     are recorded per probe (``error``, not passed); nothing raises past a bad argument.
+    ``relations`` names the relation layer both the agent and the policy read memory text
+    with (see :func:`caap.benchmark.runner.run`); it is recorded in the report.
     """
     from tqdm import tqdm
 
-    from caap.benchmark.registry import get_policy, spec_of
+    from caap.benchmark.registry import spec_of
+    from caap.benchmark.runner import _build_policy, _check_relations, relations_of
 
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
+    _check_relations(relations)
     scenarios = load_stale_scenarios(dataset)
-    pol = get_policy(policy, **dict(policy_args or {}))
+    pol = _build_policy(policy, policy_args, relations)
     spec = spec_of(pol)
     report = StaleReport(
         policy={"name": spec.name, "args": spec.args},
         backend=backend,
         k=k,
         dataset=str(dataset) if dataset is not None else "shipped:stale",
+        relations=relations if relations is not None else relations_of(pol),
     )
     if agent_factory is None:
         from caap.agent import Agent
 
         agent_factory = Agent
     with tempfile.TemporaryDirectory(prefix="caap-stale-") as tmp:
-        agent = agent_factory(Path(tmp), backend=backend)
+        extra: dict[str, Any] = {} if relations is None else {"relations": relations}
+        agent = agent_factory(Path(tmp), backend=backend, **extra)
         try:
             bar = tqdm(
                 total=3 * len(scenarios), desc="stale probes", unit="probe", disable=not progress
@@ -435,7 +459,12 @@ def run_stale_probes(
 def _run_scenario(agent: Any, policy: Any, sc: StaleScenario, k: int) -> list[ProbeResult]:
     user = f"stale:{sc.persona.id}:{sc.id}"
     tags: dict[str, str | None] = {}
-    base: dict[str, Any] = {"scenario_id": sc.id, "kind": sc.kind, "held_out": sc.held_out}
+    base: dict[str, Any] = {
+        "scenario_id": sc.id,
+        "kind": sc.kind,
+        "held_out": sc.held_out,
+        "style": sc.style,
+    }
     try:
         for s in sorted(sc.sessions, key=lambda s: (s.date, s.id)):
             items = [

@@ -68,6 +68,7 @@ def _base(instance: Instance, distractors: int | None) -> dict[str, Any]:
         "conflict_type": instance.conflict_type,
         "high_risk": instance.high_risk,
         "domain": instance.domain,
+        "style": instance.style,
         "distractors": distractors,
     }
 
@@ -211,6 +212,8 @@ class PipelineBank:
             (for scoring only; the agent never reads it).
         budgets: Recall budgets measured per instance (plain search with ``k`` = budget, the
             graph's ``recall(budget=...)`` and a search as large as the graph's bank).
+        relations: The relation layer the agent's conflict graph reads text with (a name, see
+            :func:`caap.conflict_graph.relations.get_relation_layer`); ``None``: the default.
     """
 
     def __init__(
@@ -225,6 +228,7 @@ class PipelineBank:
         sentences: bool = False,
         interleave: int = 0,
         budgets: Sequence[int] = (),
+        relations: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
@@ -247,8 +251,9 @@ class PipelineBank:
             from caap.agent import Agent
 
             agent_factory = Agent
+        extra: dict[str, Any] = {} if relations is None else {"relations": relations}
         self.agent = agent_factory(
-            self.path, backend=backend, backend_options=dict(backend_options or {})
+            self.path, backend=backend, backend_options=dict(backend_options or {}), **extra
         )
         self._personas: dict[str, _PersonaState] = {}
         self._encoder: CachingEncoder | None = None

@@ -21,6 +21,8 @@ from caap.benchmark.dataset import Instance, default_dataset_path, iter_lines
 __all__ = [
     "BACKGROUND_RANGE",
     "CORE_RANGE",
+    "CUSTOM_CORE_RANGE",
+    "CUSTOM_DISTRACTOR_RANGE",
     "DISTRACTORS",
     "MINIMUMS",
     "Problem",
@@ -39,6 +41,11 @@ CORE_RANGE = (6, 8)
 BACKGROUND_RANGE = (1, 2)
 #: Exact number of distractors per instance (the noise ablation goes up to it).
 DISTRACTORS = 6
+#: Sizes any dataset may use: outside the shipped set, sizes in these ranges that differ from
+#: the shipped ones are warnings; only sizes outside them are errors.
+CUSTOM_CORE_RANGE = (2, 8)
+#: Distractors a custom dataset may have (the ablation shows at most as many as there are).
+CUSTOM_DISTRACTOR_RANGE = (0, 8)
 #: Dataset-wide minimums.
 MINIMUMS: dict[str, int] = {
     "CPC": 20,
@@ -130,22 +137,43 @@ def distinctive_words(instance: Instance) -> set[str]:
     }
 
 
-def check_instance(instance: Instance, where: str | None = None) -> list[Problem]:
-    """Per-instance structural checks (counts, ids, sessions, turns, annotations)."""
+def check_instance(
+    instance: Instance, where: str | None = None, *, sizes: Severity = "error"
+) -> list[Problem]:
+    """Per-instance structural checks (counts, ids, sessions, turns, annotations).
+
+    Args:
+        instance: The instance.
+        where: Optional ``file:line``, for messages.
+        sizes: Severity of a core / background / distractor count that differs from the
+            shipped set's. With ``"warning"`` (a user's own dataset) only counts outside
+            :data:`CUSTOM_CORE_RANGE` and :data:`CUSTOM_DISTRACTOR_RANGE` are errors.
+    """
     out: list[Problem] = []
 
     def err(message: str, severity: Severity = "error") -> None:
         out.append(Problem(severity=severity, message=message, instance=instance.id, where=where))
 
-    n_core = len(instance.by_role("core"))
+    def size(n: int, what: str, shipped: tuple[int, int], allowed: tuple[int, int]) -> None:
+        if shipped[0] <= n <= shipped[1]:
+            return
+        want = f"{shipped[0]}-{shipped[1]}" if shipped[0] != shipped[1] else str(shipped[0])
+        if sizes == "warning" and allowed[0] <= n <= allowed[1]:
+            err(f"has {n} {what}; the shipped set has {want}", "warning")
+        elif sizes == "warning":
+            err(f"has {n} {what}; expected {allowed[0]}-{allowed[1]}")
+        else:
+            err(f"has {n} {what}; expected {want}")
+
+    size(len(instance.by_role("core")), "core memories", CORE_RANGE, CUSTOM_CORE_RANGE)
     n_bg = len(instance.by_role("background"))
-    n_dis = len(instance.by_role("distractor"))
-    if not CORE_RANGE[0] <= n_core <= CORE_RANGE[1]:
-        err(f"has {n_core} core memories; expected {CORE_RANGE[0]}-{CORE_RANGE[1]}")
-    if not BACKGROUND_RANGE[0] <= n_bg <= BACKGROUND_RANGE[1]:
-        err(f"has {n_bg} background memories; expected {BACKGROUND_RANGE[0]}-{BACKGROUND_RANGE[1]}")
-    if n_dis != DISTRACTORS:
-        err(f"has {n_dis} distractor memories; expected {DISTRACTORS}")
+    size(n_bg, "background memories", BACKGROUND_RANGE, (0, max(n_bg, BACKGROUND_RANGE[1])))
+    size(
+        len(instance.by_role("distractor")),
+        "distractor memories",
+        (DISTRACTORS, DISTRACTORS),
+        CUSTOM_DISTRACTOR_RANGE,
+    )
 
     mem_ids = [m.id for m in instance.memories]
     dupes = sorted({i for i in mem_ids if mem_ids.count(i) > 1})
@@ -226,6 +254,7 @@ def validate_instances(
     *,
     counts: Severity | None = "warning",
     where: Sequence[str | None] | None = None,
+    sizes: Severity = "error",
 ) -> list[Problem]:
     """Check already-loaded instances: each one, dataset-wide ids, and count minimums.
 
@@ -233,6 +262,8 @@ def validate_instances(
         instances: The dataset.
         counts: Severity of count-minimum problems, or ``None`` to skip them.
         where: Optional ``file:line`` per instance, for messages.
+        sizes: Severity of per-instance sizes that differ from the shipped set's (see
+            :func:`check_instance`).
     """
     locs = list(where) if where is not None else [None] * len(instances)
     out: list[Problem] = []
@@ -261,7 +292,7 @@ def validate_instances(
                     )
                 )
             owner.setdefault(s.id, inst.id)
-        out.extend(check_instance(inst, loc))
+        out.extend(check_instance(inst, loc, sizes=sizes))
     if counts is not None:
         out.extend(_count_problems(instances, counts))
     return out
@@ -271,8 +302,9 @@ def validate_dataset(path: str | Path | None = None) -> list[Problem]:
     """Validate a ``.jsonl`` file or directory of them (default: the shipped set).
 
     Lines that do not parse are reported (all of them, not only the first) and skipped; the
-    rest are checked by :func:`validate_instances`. Count minimums are errors for the shipped
-    set and warnings for any other dataset.
+    rest are checked by :func:`validate_instances`. Count minimums and per-instance sizes other
+    than the shipped set's are errors for the shipped set and warnings for any other dataset
+    (sizes: 2-8 core memories and 0-8 distractors; beyond those they are errors).
 
     Raises:
         DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
@@ -297,6 +329,11 @@ def validate_dataset(path: str | Path | None = None) -> list[Problem]:
         where.append(line.where)
     is_shipped = root.resolve() == shipped.resolve()
     out.extend(
-        validate_instances(instances, counts="error" if is_shipped else "warning", where=where)
+        validate_instances(
+            instances,
+            counts="error" if is_shipped else "warning",
+            where=where,
+            sizes="error" if is_shipped else "warning",
+        )
     )
     return out

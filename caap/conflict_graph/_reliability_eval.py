@@ -10,6 +10,7 @@ Protocol: fit on the fit splits, calibrate on the calibration splits, score the 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 from collections import Counter
@@ -33,6 +34,13 @@ class Persona:
     difficulty: str | None
     atoms: dict[str, dict[str, str | None]]
     truth: dict[str, str]
+
+
+_SHIPPED = Path(__file__).resolve().parent.parent / "data" / "msmb"
+SHIPPED_ATOMS = _SHIPPED / "msmb_mu_star_s20260321.jsonl.gz"
+"""The multi-source seed shipped with the package (CC BY 4.0; see ``caap/data/msmb/README.md``)."""
+SHIPPED_QUESTIONS = _SHIPPED / "msmb_questions.json"
+"""The 18 questions of the shipped seed."""
 
 
 def load_questions(path: str | Path) -> tuple[list[str], list[AnswerSpace]]:
@@ -84,7 +92,8 @@ def load_atoms(path: str | Path, questions: Sequence[str]) -> list[Persona]:
     if not p.is_file():
         raise FileNotFoundError(f"atoms file not found: {str(p)!r}")
     out: list[Persona] = []
-    with p.open(encoding="utf-8") as fh:
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -480,7 +489,11 @@ def _count(text: str) -> int:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this report."""
-    parts = ["caap reliability eval", f"--atoms {args.atoms}", f"--questions {args.questions}"]
+    parts = ["caap reliability eval"]
+    if Path(args.atoms) != SHIPPED_ATOMS:
+        parts.append(f"--atoms {args.atoms}")
+    if Path(args.questions) != SHIPPED_QUESTIONS:
+        parts.append(f"--questions {args.questions}")
     if args.selective:
         parts.append("--selective")
     if args.target_accuracy is not None:
@@ -541,11 +554,21 @@ def add_reliability_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval",
         help="fit on train, calibrate on cal, score test; baselines side by side",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--atoms", required=True, metavar="PATH", help="atoms file (JSON Lines)")
-    p.add_argument("--questions", required=True, metavar="PATH", help="questions file (JSON)")
+    p.add_argument(
+        "--atoms",
+        default=str(SHIPPED_ATOMS),
+        metavar="PATH",
+        help="atoms file (JSON Lines, or .jsonl.gz); default: the shipped seed",
+    )
+    p.add_argument(
+        "--questions",
+        default=str(SHIPPED_QUESTIONS),
+        metavar="PATH",
+        help="questions file (JSON); default: the shipped seed's questions",
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="write the JSON report here")
     p.add_argument(
         "--selective", action="store_true", help="abstain below a margin calibrated on cal"

@@ -24,16 +24,23 @@ from caap._timing import phase
 from caap.conflict_graph import _text
 from caap.conflict_graph._index import VectorIndex
 from caap.conflict_graph._prototypes import PROTOTYPES, prototype_matrix
-from caap.conflict_graph.extractor import Extraction, Extractor, OfflineExtractor
+from caap.conflict_graph.extractor import Extraction, Extractor
+from caap.conflict_graph.relations import (
+    MemoryView,
+    PairVerdict,
+    RelationLayer,
+    edge_of,
+    resolve_relations,
+)
 from caap.conflict_graph.rules import (
     GraphConfig,
     Node,
     TemporalReading,
+    TimelineEdge,
     _self_source,
     dominant_type_of,
-    pair_edge,
     read_timeline,
-    risk_tier,
+    verdict_timeline,
 )
 from caap.conflict_graph.stale import (
     DEFAULT_DEPENDENCIES,
@@ -49,6 +56,7 @@ from caap.conflict_graph.stale import (
     propagated_invalidations,
     state_supersessions,
     validity,
+    verdict_stale_edges,
 )
 from caap.conflict_graph.stale_llm import InvalidationClassifier
 from caap.conflict_graph.topics import TopicConfig, TopicModel, TopicMove
@@ -117,8 +125,10 @@ class ConflictGraph:
     Args:
         user_id: The only user whose memories this graph accepts.
         embedder: Sentence embedder for memory values.
-        extractor: Facet extractor; the offline one by default.
+        extractor: Facet extractor; by default the relation layer reads facets.
         config: Thresholds.
+        relations: The relation layer (a registered name or an instance) that reads facets,
+            pair relations and risk; default ``config.relations``, then the default layer.
         dependencies: Which life facets depend on which, for propagated invalidation
             (default :data:`caap.conflict_graph.stale.DEFAULT_DEPENDENCIES`).
         classifier: Optional judge (e.g. an
@@ -137,6 +147,7 @@ class ConflictGraph:
         config: GraphConfig | None = None,
         dependencies: DependencyMap | None = None,
         classifier: InvalidationClassifier | None = None,
+        relations: str | RelationLayer | None = None,
         topic_config: TopicConfig | None = None,
     ) -> None:
         if (config or GraphConfig()).topics not in ("turns", "always", "never"):
@@ -145,8 +156,17 @@ class ConflictGraph:
             )
         self.user_id = user_id
         self.embedder = embedder
-        self.extractor: Extractor = extractor or OfflineExtractor()
         self.config = config or GraphConfig()
+        self.relations: RelationLayer = resolve_relations(
+            relations if relations is not None else self.config.relations, config=self.config
+        )
+        self.extractor: Extractor | None = extractor
+        # A pairwise layer judges temporal change and stale state pair by pair; the rules read
+        # them off whole timelines and the dependency map instead.
+        self._pairwise = bool(getattr(self.relations, "pairwise", False))
+        self._verdicts: dict[tuple[str, str], PairVerdict] = {}
+        self._judged: dict[str, list[str]] = {}
+        self._explicit_deps = dependencies is not None
         self.g: nx.MultiGraph = nx.MultiGraph()
         self._mem: dict[str, Memory] = {}
         self._ext: dict[str, Extraction] = {}
@@ -315,9 +335,7 @@ class ConflictGraph:
         self._count_names(m.text for m in memories)
         if extractions is None:
             with phase("extract"):
-                extractions = [
-                    self.extractor.extract(m.text, subject=self._subject) for m in memories
-                ]
+                extractions = self._read_facets([m.text for m in memories])
         if vectors is None:
             vectors = self.embedder.encode([e.value for e in extractions])
         return [
@@ -340,9 +358,7 @@ class ConflictGraph:
         """
         self._inferred[memory.id] = tuple(inferred)
         self._count_names([memory.text])
-        self._ext[memory.id] = extraction or self.extractor.extract(
-            memory.text, subject=self._subject
-        )
+        self._ext[memory.id] = extraction or self._read_facets([memory.text])[0]
         self._insert(memory, vector)
         if segment is not None and memory.aspect:
             self.topics.restore(memory.id, vector, segment, memory.aspect)
@@ -421,8 +437,10 @@ class ConflictGraph:
         edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
         edges.sort(key=lambda e: (e.created_at, e.id))
         named = {i for i in ids if not _self_source(self._mem[i].source)}
-        ctype = dominant_type_of(edges, named)
-        if ctype is ConflictType.CPC:
+        # A pairwise layer read the sources itself (named or implied): every memory its
+        # source-contradiction edges join counts.
+        ctype = dominant_type_of(edges, None if self._pairwise else named)
+        if ctype is ConflictType.CPC and not self._pairwise:
             contexts = {self._mem[i].context for i in ids if self._mem[i].context}
             if len(contexts) < 2:
                 # One stated condition is not a partition: read the other edges instead.
@@ -430,7 +448,7 @@ class ConflictGraph:
                     [e for e in edges if e.kind is not EdgeKind.CONTEXT_PARTITION], named
                 )
         mems = [self._mem[i] for i in ids]
-        risk, _ = risk_tier([m.text for m in mems])
+        risk = self.relations.risk("", [m.text for m in mems]).tier
         sides: dict[str, list[str]] = {}
         reversal_count = 0
         durations: list[str] = []
@@ -586,14 +604,18 @@ class ConflictGraph:
         # Candidate blocking: only the nearest neighbours of the same aspect are typed
         # pairwise; the whole aspect is visited only by the linear timeline pass.
         new: list[ConflictEdge] = []
-        node = self._node(memory.id)
-        for other_id, sim in neighbours:
-            neighbour = self._mem.get(other_id)
-            if neighbour is None or neighbour.aspect != aspect:
+        near = [o for o, _ in neighbours if o in self._mem and o != memory.id]
+        # A pairwise layer also judges the neighbours in other aspects (a change there may
+        # supersede or invalidate them); pair edges join memories of one aspect only.
+        judged = near if self._pairwise else [o for o in near if self._mem[o].aspect == aspect]
+        if self._pairwise:
+            self._judged[memory.id] = judged
+        for other_id, verdict in zip(judged, self._relate(memory.id, judged), strict=True):
+            if self._pairwise:
+                self._verdicts[_pair_key(memory.id, other_id)] = verdict
+            if self._mem[other_id].aspect != aspect:
                 continue
-            found = pair_edge(
-                node, self._node(other_id), sim, self._context_sim(node, other_id), cfg
-            )
+            found = edge_of(verdict, minimum=cfg.relation_min)
             if found is None:
                 continue
             kind, evidence = found
@@ -727,16 +749,25 @@ class ConflictGraph:
         order = when.timestamp() if when else m.created_at.timestamp()
         return Node(m.id, m.text, m.source, m.context, when, order, ext)
 
-    def _context_sim(self, node: Node, other_id: str) -> float | None:
-        other = self._mem[other_id]
-        if not node.context or not other.context:
-            return None
-        a, b = _text.content_words(node.context), _text.content_words(other.context)
-        if not a or not b:
-            return None
-        # Overlap coefficient: "at home" and "at home with the kids" are the same situation.
-        inter = len(set(a) & set(b))
-        return inter / max(min(len(set(a)), len(set(b))), 1)
+    def _read_facets(self, texts: Sequence[str]) -> list[Extraction]:
+        """Facets of new texts: the caller's extractor if one was given, else the layer's."""
+        if self.extractor is not None:
+            return [self.extractor.extract(t, subject=self._subject) for t in texts]
+        return list(self.relations.facets(texts, subject=set(self._subject)))
+
+    def view(self, memory_id: str) -> MemoryView:
+        """A memory as the relation layer sees it (facets filled, with its value vector)."""
+        n = self._node(memory_id)
+        return MemoryView(
+            n.id, n.text, n.source, n.context, n.when, n.order, n.extraction, self.vector(n.id)
+        )
+
+    def _relate(self, memory_id: str, others: Sequence[str]) -> list[PairVerdict]:
+        """The layer's verdicts on ``memory_id`` paired with each of ``others`` (one call)."""
+        if not others:
+            return []
+        new = self.view(memory_id)
+        return self.relations.relate([(new, self.view(o)) for o in others])
 
     def _new_edge(
         self,
@@ -793,6 +824,10 @@ class ConflictGraph:
         Memories attributed to a named source stay out: a dated record and a later report from
         someone else disagree about the world, they are not one behaviour changing.
         """
+        if self._pairwise:
+            return verdict_timeline(
+                [self._node(i) for i in ids if i in self._mem], self._verdict, self.config
+            )
         nodes = [self._node(i) for i in ids if self._is_phase(i)]
         if len(nodes) < 2:
             return TemporalReading()
@@ -805,6 +840,10 @@ class ConflictGraph:
     def _phase_key(memory: Memory) -> tuple[float, str]:
         when = memory.observed_at
         return (when.timestamp() if when else memory.created_at.timestamp(), memory.id)
+
+    def _verdict(self, a: str, b: str) -> PairVerdict | None:
+        """The stored verdict of a pairwise layer on two memories (``None``: never judged)."""
+        return self._verdicts.get(_pair_key(a, b))
 
     def _is_phase(self, memory_id: str) -> bool:
         m = self._mem[memory_id]
@@ -873,9 +912,18 @@ class ConflictGraph:
         closed = self._close_edges(lifted)
         for e in lifted:
             current.pop((e.kind, e.source_id, e.target_id), None)
+        found: list[TimelineEdge] = []
+        if self._pairwise:
+            near = self._neighbour_nodes(new_id)
+            aspects_of = {n.id: self._mem[n.id].aspect or "" for n in [new, *near]}
+            found = verdict_stale_edges(new, near, self._verdict, aspects_of, self.config)
+            if not self._explicit_deps:
+                # The dependency map is only a prior the user may give: without one, the
+                # layer's verdicts alone decide.
+                return self._open_stale(found, current), closed
         own = self._facets.get(new_id, frozenset())
         if not own:
-            return [], closed
+            return self._open_stale(found, current), closed
         deps = self.dependencies
         related = set(own)
         for f in self._primary.get(new_id, frozenset()):
@@ -896,9 +944,12 @@ class ConflictGraph:
         aspects = {n.id: self._mem[n.id].aspect or "" for n in (*pool, *peers)}
         primary = {n.id: self._primary.get(n.id, frozenset()) for n in pool}
         sims = _PairSims(self, [n.id for n in pool])
-        found = propagated_invalidations(
+        found += propagated_invalidations(
             [*pool, *peers], aspects, facets, deps, primary, focus=new_id
         )
+        if self._pairwise:
+            # With a pairwise layer the map is a prior for propagated invalidation only.
+            return self._open_stale(found, current), closed
         found += exclusive_supersessions(pool, aspects, facets, sims, self.config, focus=new_id)
         # The user's own name names no thing; a token only counts as that name when most
         # texts carry it (a pet named in two of four chat turns is still a pet).
@@ -906,6 +957,17 @@ class ConflictGraph:
         found += entity_supersessions(
             pool, aspects, facets, sims, self.config, own_name, focus=new_id
         )
+        return self._open_stale(found, current), closed
+
+    def _neighbour_nodes(self, memory_id: str) -> list[Node]:
+        """The memories a pairwise layer judged against ``memory_id`` at its write."""
+        return [self._node(i) for i in self._judged.get(memory_id, ()) if i in self._mem]
+
+    def _open_stale(
+        self, found: Sequence[TimelineEdge], current: dict[tuple[EdgeKind, str, str], ConflictEdge]
+    ) -> list[ConflictEdge]:
+        """Open the stale edges ``found`` that are not open yet (an optional classifier may
+        veto each)."""
         wanted = {(t.kind, t.source_id, t.target_id): t for t in found}
         added = []
         for key, t in wanted.items():
@@ -925,7 +987,7 @@ class ConflictGraph:
             added.append(
                 self._new_edge(t.kind, t.source_id, t.target_id, evidence, t.valid_at, t.invalid_at)
             )
-        return added, closed
+        return added
 
     def _retime(self, aspect: str) -> tuple[list[ConflictEdge], list[ConflictEdge]]:
         """Re-read an aspect's timeline; open edges it now implies, close the ones it doesn't."""
@@ -939,7 +1001,7 @@ class ConflictGraph:
             if i in self._mem:
                 ids.append(i)
         ids.reverse()
-        reading = self._timeline(ids)
+        reading = TemporalReading() if self._pairwise else self._timeline(ids)
 
         # Standing states ("lives in Seattle") carry no time cue and are no phases; the latest
         # window of all members, by world time, is read for a change that replaces them.
@@ -950,6 +1012,8 @@ class ConflictGraph:
             if i in self._mem:
                 recent.append(i)
         recent.reverse()
+        if self._pairwise:
+            reading = self._timeline(recent)
         # Temporal edges (supersessions included) join members of the current or the previous
         # windows: walk those nodes' adjacency, not every member of a large topic.
         walk = list(
@@ -969,7 +1033,11 @@ class ConflictGraph:
             ):
                 current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
-        if not reading.oscillates and len(recent) >= 2:
+        if self._pairwise:
+            # An edge between memories whose pair has no verdict here (loaded from the store,
+            # never judged in this process) stays as it was.
+            current = {k: e for k, e in current.items() if self._verdict(e.source_id, e.target_id)}
+        elif not reading.oscillates and len(recent) >= 2:
             # A later reported change replaces a standing state.
             for t in state_supersessions(
                 [self._node(i) for i in recent], _PairSims(self, recent), self.config
@@ -982,6 +1050,10 @@ class ConflictGraph:
             if key not in current
         ]
         return added, closed
+
+
+def _pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
 
 
 def _later_than(newer: Node, older: Node) -> bool:

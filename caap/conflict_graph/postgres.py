@@ -8,7 +8,7 @@ statement names the user, so tables can be partitioned or sharded by ``user_id``
 is one transaction and returns only after PostgreSQL committed it with
 ``synchronous_commit = on``.
 
-Needs the ``postgres`` extra: ``pip install 'caap[postgres]'``.
+Needs the ``postgres`` extra: ``pip install 'caap-memory[postgres]'``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from caap.conflict_graph.store import ConflictGraphStore, StoredMemory
+from caap.conflict_graph.store import (
+    ConflictGraphStore,
+    StoredMemory,
+    extraction_from_json,
+    extraction_to_json,
+)
 from caap.models import ConflictEdge, Memory
 
 if TYPE_CHECKING:
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "PostgresGraphStore"]
 
-_INSTALL = "pip install 'caap[postgres]'"
+_INSTALL = "pip install 'caap-memory[postgres]'"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 #: Ordered schema migrations: ``(version, name, SQL)``. A database records the versions it has
@@ -84,6 +89,16 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     ),
     (
         3,
+        "parsed facets and per-user write generations",
+        # Parsed facets are kept so a cold start does not parse every text again; the
+        # generation tells an agent in another process that a user's rows changed.
+        """
+        ALTER TABLE caap_memories ADD COLUMN extraction TEXT;
+        CREATE TABLE caap_generations (user_id TEXT PRIMARY KEY, gen BIGINT NOT NULL);
+        """,
+    ),
+    (
+        4,
         "conversation segments",
         """
         CREATE TABLE caap_segments (
@@ -97,7 +112,15 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
 )
 
 _INSERT_MEMORY = (
+    "INSERT INTO caap_memories (user_id, id, payload, inferred, vector, extraction) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+_INSERT_MEMORY_V1 = (
     "INSERT INTO caap_memories (user_id, id, payload, inferred, vector) VALUES (%s, %s, %s, %s, %s)"
+)
+_BUMP = (
+    "INSERT INTO caap_generations (user_id, gen) VALUES (%s, 1) "
+    "ON CONFLICT (user_id) DO UPDATE SET gen = caap_generations.gen + 1"
 )
 _UPSERT_SEGMENT = (
     "INSERT INTO caap_segments (user_id, memory_id, segment) VALUES (%s, %s, %s) "
@@ -132,13 +155,18 @@ def _redacted(dsn: str, psycopg: Any) -> str:
 
 
 def _row_to_stored(
-    payload: str, inferred: str, vector: bytes, segment: str | None = None
+    payload: str,
+    inferred: str,
+    vector: bytes,
+    extraction: str | None = None,
+    segment: str | None = None,
 ) -> StoredMemory:
     return StoredMemory(
         Memory.model_validate_json(payload),
         json.loads(inferred),
         np.frombuffer(vector, dtype=np.float32),
-        segment,
+        extraction=extraction_from_json(extraction),
+        segment=segment,
     )
 
 
@@ -222,6 +250,10 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         except BaseException:
             self._pool.close()
             raise
+        # Version 3 added parsed facets and generations, version 4 conversation segments
+        # (absent when an older migration list is in force).
+        self._v3 = MIGRATIONS[-1][0] >= 3
+        self._v4 = MIGRATIONS[-1][0] >= 4
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         # Every pooled connection: our schema first, and commits that wait for the WAL flush,
@@ -300,13 +332,14 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 sm.memory.model_dump_json(),
                 json.dumps(sm.inferred),
                 np.asarray(sm.vector, dtype=np.float32).tobytes(),
+                *((extraction_to_json(sm.extraction),) if self._v3 else ()),
             )
             for sm in memories
         ]
         segment_rows = [
             (sm.memory.user_id, sm.memory.id, sm.segment)
             for sm in memories
-            if sm.segment is not None
+            if sm.segment is not None and self._v4
         ]
         edge_rows = [
             (
@@ -324,11 +357,14 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         # in list order, so the identity column keeps write order.
         with db.cursor() as cur:
             if memory_rows:
-                cur.executemany(_INSERT_MEMORY, memory_rows)
+                cur.executemany(_INSERT_MEMORY if self._v3 else _INSERT_MEMORY_V1, memory_rows)
             if segment_rows:
                 cur.executemany(_UPSERT_SEGMENT, segment_rows)
             if edge_rows:
                 cur.executemany(_UPSERT_EDGE, edge_rows)
+            users = sorted({r[0] for r in memory_rows} | {r[0] for r in edge_rows})
+            if users and self._v3:
+                cur.executemany(_BUMP, [(u,) for u in users])
 
     def update_memories(self, memories: Iterable[Memory], *, db: psycopg.Connection[Any]) -> None:
         """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
@@ -338,6 +374,8 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 cur.executemany(
                     "UPDATE caap_memories SET payload = %s WHERE user_id = %s AND id = %s", rows
                 )
+                if self._v3:
+                    cur.executemany(_BUMP, [(u,) for u in sorted({r[1] for r in rows})])
 
     def delete_memory(
         self, user_id: str, memory_id: str, *, db: psycopg.Connection[Any] | None = None
@@ -349,19 +387,48 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         cur = db.execute(
             "DELETE FROM caap_memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
         )
-        db.execute(
-            "DELETE FROM caap_segments WHERE user_id = %s AND memory_id = %s", (user_id, memory_id)
-        )
+        if self._v4:
+            db.execute(
+                "DELETE FROM caap_segments WHERE user_id = %s AND memory_id = %s",
+                (user_id, memory_id),
+            )
+        if self._v3:
+            db.execute(_BUMP, (user_id,))
         return bool(cur.rowcount > 0)
+
+    @property
+    def _columns(self) -> str:
+        """The row columns ``_row_to_stored`` reads and the table(s) they come from (``m`` is
+        the memories table)."""
+        extraction = "m.extraction" if self._v3 else "NULL"
+        if not self._v4:
+            return f"m.payload, m.inferred, m.vector, {extraction}, NULL FROM caap_memories m"
+        return (
+            f"m.payload, m.inferred, m.vector, {extraction}, s.segment FROM caap_memories m "
+            "LEFT JOIN caap_segments s ON s.user_id = m.user_id AND s.memory_id = m.id"
+        )
+
+    def generation(self, user_id: str) -> int | None:
+        """A counter bumped by every write that touches the user (see the base class)."""
+        if not self._v3:
+            return None
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT gen FROM caap_generations WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def lock_user(self, user_id: str, *, db: psycopg.Connection[Any]) -> None:
+        """Hold an advisory lock on the user until ``db``'s transaction ends, so agents in
+        other processes write this user's graph one at a time."""
+        db.execute("SELECT pg_advisory_xact_lock(hashtext('caap-user:' || %s))", (user_id,))
 
     # -- reads -----------------------------------------------------------------------------
     def memories(self, user_id: str) -> list[StoredMemory]:
         """Every stored memory of one user, in write order."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT m.payload, m.inferred, m.vector, s.segment FROM caap_memories m "
-                "LEFT JOIN caap_segments s ON s.user_id = m.user_id AND s.memory_id = m.id "
-                "WHERE m.user_id = %s ORDER BY m.seq",
+                f"SELECT {self._columns} WHERE m.user_id = %s ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
         return [_row_to_stored(*r) for r in rows]
@@ -370,8 +437,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         """One stored memory, or ``None``."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT payload, inferred, vector FROM caap_memories "
-                "WHERE user_id = %s AND id = %s",
+                f"SELECT {self._columns} WHERE m.user_id = %s AND m.id = %s",
                 (user_id, memory_id),
             ).fetchone()
         return None if row is None else _row_to_stored(*row)

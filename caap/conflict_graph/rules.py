@@ -9,11 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.models import ConflictEdge, ConflictType, EdgeKind, RiskTier
+
+if TYPE_CHECKING:
+    from caap.conflict_graph.relations import PairVerdict, RelationLayer
 
 __all__ = [
     "GraphConfig",
@@ -21,11 +24,14 @@ __all__ = [
     "Phase",
     "TemporalReading",
     "TimelineEdge",
+    "VerdictLookup",
     "dominant_type",
     "dominant_type_of",
+    "newer_older",
     "pair_edge",
     "read_timeline",
     "risk_tier",
+    "verdict_timeline",
 ]
 
 
@@ -70,6 +76,12 @@ class GraphConfig:
     Louvain communities, :mod:`caap.conflict_graph.topics`) instead of per-memory aspect
     chaining: ``"turns"`` (conversation turns: memories whose provenance has a ``turn``
     key), ``"always"`` or ``"never"``."""
+    relations: str | RelationLayer | None = None
+    """The relation layer that reads facets, pair relations and risk: a registered name
+    (``"rules"``, ``"learned"``, ``"llm"``) or an instance; ``None`` for the default
+    (see :mod:`caap.conflict_graph.relations`)."""
+    relation_min: float = 0.5
+    """A pair relation becomes an edge when the layer's confidence in it reaches this."""
 
 
 @dataclass
@@ -359,3 +371,85 @@ def risk_tier(texts: Sequence[str], query: str = "") -> tuple[RiskTier, list[str
     if re.search(_MEDIUM_RISK, q) or len(re.findall(_MEDIUM_RISK, body)) >= 2:
         return RiskTier.MEDIUM, ["money_or_safety"]
     return RiskTier.LOW, []
+
+
+class VerdictLookup(Protocol):
+    """Anything giving the relation layer's verdict on two node ids (either order), or
+    ``None`` when the pair was never judged."""
+
+    def __call__(self, a: str, b: str, /) -> PairVerdict | None: ...
+
+
+def newer_older(a: Node, b: Node) -> tuple[Node, Node]:
+    """The later and the earlier of two nodes: world time when both have it, else their
+    order key (write time for undated memories); ties go by id."""
+    if a.when is not None and b.when is not None and a.when != b.when:
+        return (a, b) if a.when > b.when else (b, a)
+    return (a, b) if (a.order, a.id) > (b.order, b.id) else (b, a)
+
+
+def verdict_timeline(
+    nodes: Sequence[Node], verdict: VerdictLookup, cfg: GraphConfig
+) -> TemporalReading:
+    """How one aspect's memories read in time, from pair verdicts (a pairwise layer).
+
+    A ``temporal_change`` verdict (confidence at least ``cfg.relation_min``) joins two
+    memories as different phases of a switching behaviour: an oscillation edge, later ->
+    earlier. A ``supersedes`` verdict makes the later memory replace the earlier one. Phases
+    are the memories taking part in temporal changes, in time order; consecutive ones the
+    layer reads as agreeing share a phase. Only the latest ``cfg.timeline_window`` memories
+    are read.
+    """
+    ordered = sorted(nodes, key=lambda n: (n.order, n.id))[-cfg.timeline_window :]
+    edges: list[TimelineEdge] = []
+    moving: dict[str, Node] = {}
+    superseded = False
+    for i, x in enumerate(ordered):
+        for y in ordered[i + 1 :]:
+            v = verdict(x.id, y.id)
+            if v is None or v.confidence < cfg.relation_min:
+                continue
+            new, old = newer_older(x, y)
+            if v.relation == "temporal_change":
+                moving[x.id], moving[y.id] = x, y
+                edges.append(
+                    TimelineEdge(
+                        EdgeKind.TEMPORAL_OSCILLATION,
+                        new.id,
+                        old.id,
+                        v.evidence or "the behaviour changed between these",
+                        valid_at=new.when,
+                    )
+                )
+            elif v.relation == "supersedes":
+                superseded = True
+                edges.append(
+                    TimelineEdge(
+                        EdgeKind.SUPERSEDES,
+                        new.id,
+                        old.id,
+                        v.evidence or "a later statement replaces this one",
+                        valid_at=new.when,
+                        invalid_at=new.when,
+                    )
+                )
+    members = sorted(moving.values(), key=lambda n: (n.order, n.id))
+    runs: list[list[Node]] = []
+    for n in members:
+        v = verdict(runs[-1][-1].id, n.id) if runs else None
+        if v is not None and v.relation == "agree" and v.confidence >= cfg.relation_min:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    phases = tuple(
+        Phase(
+            label=k,
+            members=tuple(m.id for m in r),
+            start=r[0].when,
+            duration=next((m.extraction.duration for m in r if m.extraction.duration), None),
+        )
+        for k, r in enumerate(runs)
+    )
+    return TemporalReading(
+        phases, tuple(edges), oscillates=bool(moving), superseded=superseded and not moving
+    )

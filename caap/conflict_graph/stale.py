@@ -36,7 +36,15 @@ import numpy.typing as npt
 from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph._prototypes import PROTOTYPES
-from caap.conflict_graph.rules import GraphConfig, Node, PairSimilarity, TimelineEdge, _self_source
+from caap.conflict_graph.rules import (
+    GraphConfig,
+    Node,
+    PairSimilarity,
+    TimelineEdge,
+    VerdictLookup,
+    _self_source,
+    newer_older,
+)
 from caap.models import ConflictEdge, EdgeKind
 
 __all__ = [
@@ -60,6 +68,7 @@ __all__ = [
     "propagated_invalidations",
     "state_supersessions",
     "validity",
+    "verdict_stale_edges",
 ]
 
 #: Life facets a memory can sit on: the graph's aspect prototypes, with the facets the default
@@ -701,3 +710,42 @@ def validity(
         superseded_by=tuple(dict.fromkeys(sup)),
         invalidated_by=tuple(dict.fromkeys(inv)),
     )
+
+
+def verdict_stale_edges(
+    new: Node,
+    others: Sequence[Node],
+    verdict: VerdictLookup,
+    aspects: Mapping[str, str],
+    cfg: GraphConfig,
+) -> list[TimelineEdge]:
+    """Stale-state edges across aspects from pair verdicts (a pairwise layer).
+
+    For each other memory whose verdict with ``new`` is ``invalidates`` (Type II, "does one
+    change whether the other still holds?"), or ``supersedes`` (Type I) across aspects (within
+    one the timeline reads it), with confidence at least ``cfg.relation_min``: an edge from
+    the later to the earlier memory (:func:`~caap.conflict_graph.rules.newer_older`),
+    closing the earlier one's validity at the later one's world time.
+    """
+    kinds = {"supersedes": EdgeKind.SUPERSEDES, "invalidates": EdgeKind.PROPAGATED_INVALIDATION}
+    out: list[TimelineEdge] = []
+    for other in others:
+        if other.id == new.id:
+            continue
+        v = verdict(new.id, other.id)
+        if v is None or v.relation not in kinds or v.confidence < cfg.relation_min:
+            continue
+        if v.relation == "supersedes" and aspects.get(other.id) == aspects.get(new.id):
+            continue  # within one aspect the timeline reads supersession
+        later, earlier = newer_older(new, other)
+        out.append(
+            TimelineEdge(
+                kinds[v.relation],
+                later.id,
+                earlier.id,
+                v.evidence or f"a later memory {v.relation} this one",
+                valid_at=later.when,
+                invalid_at=later.when,
+            )
+        )
+    return out

@@ -12,21 +12,75 @@ in a PostgreSQL database. :func:`open_store` picks one from a path or a DSN.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from caap.conflict_graph.extractor import Extraction
 from caap.models import ConflictEdge, Memory
 
-__all__ = ["ConflictGraphStore", "GraphStore", "StoredMemory", "open_store"]
+__all__ = [
+    "ConflictGraphStore",
+    "GraphStore",
+    "StoreCorruptError",
+    "StoredMemory",
+    "open_store",
+]
+
+
+class StoreCorruptError(ValueError):
+    """The store cannot be read: not a caap store, damaged, or missing its tables.
+
+    The message names the file and says how to repair it (``caap doctor``).
+    """
+
+
+def extraction_to_json(extraction: Extraction | None) -> str | None:
+    """The parsed facets of a memory as JSON (persisted so a cold start does not re-parse)."""
+    if extraction is None:
+        return None
+    data = dataclasses.asdict(extraction)
+    for key, value in data.items():
+        if isinstance(value, datetime):
+            data[key] = value.isoformat()
+        elif isinstance(value, tuple):
+            data[key] = list(value)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def extraction_from_json(text: str | None) -> Extraction | None:
+    """Read :func:`extraction_to_json`'s output back; ``None`` when absent or from another
+    version of :class:`Extraction` (the text is then parsed again)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(Extraction):
+            if f.name not in data:
+                return None
+            value = data[f.name]
+            if f.name == "observed_at" and value is not None:
+                value = datetime.fromisoformat(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+        if set(data) - set(kwargs):
+            return None
+        return Extraction(**kwargs)
+    except (ValueError, TypeError, KeyError):
+        return None
+
 
 Vector = npt.NDArray[np.float32]
 TxT = TypeVar("TxT")
@@ -67,7 +121,10 @@ CREATE TABLE IF NOT EXISTS reliability_outcomes (
     payload TEXT NOT NULL,
     PRIMARY KEY (user_id, id)
 );
+CREATE TABLE IF NOT EXISTS generations (user_id TEXT PRIMARY KEY, gen INTEGER NOT NULL);
 """
+#: Tables every readable store has.
+_TABLES = ("meta", "memories", "edges", "reliability_outcomes")
 #: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
 #: empty table on open and stays readable by everything that read it before. 3 added
 #: ``segments`` (the conversation segment of each conversational memory), the same way.
@@ -75,17 +132,24 @@ SCHEMA_VERSION = "3"
 
 
 class StoredMemory:
-    """A memory row: the memory, which facets were inferred, its value vector, and the
+    """A memory row: the memory, which facets were inferred, its value vector, the facets
+    parsed from its text (``None`` for rows written before they were kept), and the
     conversation segment it was placed in (``None`` outside topic formation)."""
 
-    __slots__ = ("inferred", "memory", "segment", "vector")
+    __slots__ = ("extraction", "inferred", "memory", "segment", "vector")
 
     def __init__(
-        self, memory: Memory, inferred: list[str], vector: Vector, segment: str | None = None
+        self,
+        memory: Memory,
+        inferred: list[str],
+        vector: Vector,
+        extraction: Extraction | None = None,
+        segment: str | None = None,
     ) -> None:
         self.memory = memory
         self.inferred = inferred
         self.vector = vector
+        self.extraction = extraction
         self.segment = segment
 
 
@@ -164,6 +228,16 @@ class ConflictGraphStore(ABC, Generic[TxT]):
     def close(self) -> None:
         """Release connections and files (safe to call twice)."""
 
+    def generation(self, user_id: str) -> int | None:
+        """A counter that changes whenever one user's memories or edges change (in any
+        process), or ``None`` when the store does not keep one. The agent reloads its cached
+        graph when it moved."""
+        return None
+
+    def lock_user(self, user_id: str, *, db: TxT) -> None:
+        """Serialise writers of one user across processes for the rest of transaction ``db``
+        (SQLite: its write transaction already does; PostgreSQL: an advisory lock)."""
+
     def __enter__(self) -> ConflictGraphStore[TxT]:
         return self
 
@@ -171,7 +245,9 @@ class ConflictGraphStore(ABC, Generic[TxT]):
         self.close()
 
 
-def open_store(target: str | Path | ConflictGraphStore[Any]) -> ConflictGraphStore[Any]:
+def open_store(
+    target: str | Path | ConflictGraphStore[Any], *, read_only: bool = False
+) -> ConflictGraphStore[Any]:
     """The store for ``target``: a ``postgresql://`` (or ``postgres://``) DSN opens
     :class:`~caap.conflict_graph.postgres.PostgresGraphStore`; any other string or path is a
     SQLite file for :class:`GraphStore`; a store instance is returned as is.
@@ -189,7 +265,7 @@ def open_store(target: str | Path | ConflictGraphStore[Any]) -> ConflictGraphSto
     if isinstance(target, (str, Path)):
         if isinstance(target, str) and not target.strip():
             raise ValueError("store must be a SQLite path or a postgresql:// DSN, got ''")
-        return GraphStore(target)
+        return GraphStore(target, read_only=read_only)
     raise TypeError(
         "store must be a SQLite path, a postgresql:// DSN or a ConflictGraphStore, "
         f"got {type(target).__name__}"
@@ -200,21 +276,99 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
     """SQLite-backed store of memories (with value vectors), conflict edges and labelled
     source outcomes.
 
+    Several processes may use one file: writes are serialised by SQLite's write lock (a
+    writer waits up to ``busy_timeout`` seconds for another), and :meth:`generation` tells an
+    agent when another process changed a user's rows.
+
     Args:
-        path: The SQLite file. Its directory is created if missing.
+        path: The SQLite file. Its directory is created if missing (unless ``read_only``).
+        read_only: Open for reading only (the file must exist; nothing is created or
+            migrated), e.g. on a read-only filesystem.
+        busy_timeout: Seconds a write waits for another process's write to finish.
+
+    Raises:
+        StoreCorruptError: The file is not a readable caap store.
+        FileNotFoundError: ``read_only`` and the file does not exist.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, busy_timeout: float = 30.0
+    ) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         if self.path.exists() and self.path.is_dir():
             raise ValueError(f"path must be a file, but {str(self.path)!r} is a directory")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: an acknowledged write survives a kill -9 and a power cut.
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        if read_only:
+            if not self.path.exists():
+                raise FileNotFoundError(f"graph store {str(self.path)!r} does not exist")
+            self._db = self._connect_read_only(busy_timeout)
+            self._check_readable()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=busy_timeout
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # FULL: an acknowledged write survives a kill -9 and a power cut.
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._check_readable(allow_empty=True)
+            self._create()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            raise self._corrupt(exc) from exc
+
+    def _corrupt(self, exc: BaseException) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"graph store {str(self.path)!r} cannot be read ({exc}); run "
+            f"`caap doctor --data {str(self.path.parent)!r} --repair` to move it aside and "
+            "rebuild it from the vector index"
+        )
+
+    def _connect_read_only(self, busy_timeout: float) -> sqlite3.Connection:
+        uri = self.path.resolve().as_uri()
+        try:
+            db = sqlite3.connect(
+                f"{uri}?mode=ro", uri=True, check_same_thread=False, isolation_level=None,
+                timeout=busy_timeout,
+            )  # fmt: skip
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            # A read-only directory: SQLite cannot create the WAL index; read the file as is
+            # (a cleanly closed store has no pending WAL).
+            return sqlite3.connect(
+                f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False,
+                isolation_level=None,
+            )  # fmt: skip
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from exc
+
+    def _check_readable(self, *, allow_empty: bool = False) -> None:
+        """Fail with :class:`StoreCorruptError` unless the file is a caap store (or empty)."""
+        try:
+            names = {
+                r[0]
+                for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if not names and allow_empty:
+                return
+            missing = [t for t in _TABLES if t not in names]
+            if missing:
+                raise StoreCorruptError(
+                    f"graph store {str(self.path)!r} is not a caap store (no table "
+                    f"{missing[0]!r}); run `caap doctor --data {str(self.path.parent)!r}`"
+                )
+            self._db.execute("SELECT COUNT(*) FROM memories").fetchone()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            raise self._corrupt(exc) from exc
+
+    def _create(self) -> None:
         with self.transaction() as db:
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
@@ -234,6 +388,31 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                 db.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
                 )
+            columns = {r[1] for r in db.execute("PRAGMA table_info(memories)")}
+            if "extraction" not in columns:
+                # Parsed facets, kept so a cold start does not parse every text again; older
+                # readers ignore the column.
+                db.execute("ALTER TABLE memories ADD COLUMN extraction TEXT")
+
+    def generation(self, user_id: str) -> int | None:
+        """A counter bumped by every write that touches the user (see the base class)."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT gen FROM generations WHERE user_id = ?", (user_id,)
+                ).fetchone()
+            except sqlite3.OperationalError:  # a read-only file from before the table
+                return None
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, users: Iterable[str]) -> None:
+        for user in set(users):
+            db.execute(
+                "INSERT INTO generations (user_id, gen) VALUES (?, 1) "
+                "ON CONFLICT(user_id) DO UPDATE SET gen = gen + 1",
+                (user,),
+            )
 
     @property
     def schema_version(self) -> str:
@@ -267,14 +446,16 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
             with self.transaction() as tx:
                 self.write(memories, edges, db=tx)
             return
+        touched: list[str] = []
         for sm in memories:
             m = sm.memory
+            touched.append(m.user_id)
             seq = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM memories WHERE user_id = ?", (m.user_id,)
             ).fetchone()[0]
             db.execute(
-                "INSERT INTO memories (user_id, id, seq, payload, inferred, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories (user_id, id, seq, payload, inferred, vector, extraction) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     m.user_id,
                     m.id,
@@ -282,6 +463,7 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                     m.model_dump_json(),
                     json.dumps(sm.inferred),
                     np.asarray(sm.vector, dtype=np.float32).tobytes(),
+                    extraction_to_json(sm.extraction),
                 ),
             )
             if sm.segment is not None:
@@ -291,6 +473,7 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                     (m.user_id, m.id, sm.segment),
                 )
         for e in edges:
+            touched.append(e.user_id)
             db.execute(
                 "INSERT INTO edges (id, user_id, kind, source_id, target_id, payload, expired_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
@@ -305,27 +488,29 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                     e.expired_at.isoformat() if e.expired_at else None,
                 ),
             )
+        self._bump(db, touched)
 
     def update_memories(self, memories: Iterable[Memory], *, db: sqlite3.Connection) -> None:
         """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
+        touched = []
         for m in memories:
+            touched.append(m.user_id)
             db.execute(
                 "UPDATE memories SET payload = ? WHERE user_id = ? AND id = ?",
                 (m.model_dump_json(), m.user_id, m.id),
             )
+        self._bump(db, touched)
 
     def delete_memory(
         self, user_id: str, memory_id: str, *, db: sqlite3.Connection | None = None
     ) -> bool:
         """Remove a memory row (its edges stay, closed by the caller)."""
-        conn = db or self._db
-        with self._lock:
-            cur = conn.execute(
-                "DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id)
-            )
-            conn.execute(
-                "DELETE FROM segments WHERE user_id = ? AND memory_id = ?", (user_id, memory_id)
-            )
+        if db is None:
+            with self.transaction() as tx:
+                return self.delete_memory(user_id, memory_id, db=tx)
+        cur = db.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))
+        db.execute("DELETE FROM segments WHERE user_id = ? AND memory_id = ?", (user_id, memory_id))
+        self._bump(db, [user_id])
         return cur.rowcount > 0
 
     # -- reads -----------------------------------------------------------------------------
@@ -333,35 +518,46 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         """Every stored memory of one user, in write order."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT m.payload, m.inferred, m.vector, s.segment FROM memories m "
-                "LEFT JOIN segments s ON s.user_id = m.user_id AND s.memory_id = m.id "
-                "WHERE m.user_id = ? ORDER BY m.seq",
+                f"SELECT {self._columns} WHERE m.user_id = ? ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
-        return [
-            StoredMemory(
-                Memory.model_validate_json(p),
-                json.loads(i),
-                np.frombuffer(v, dtype=np.float32),
-                seg,
+        return [_stored(*row) for row in rows]
+
+    @property
+    def _extraction_col(self) -> str:
+        # A read-only file from before the column was added has none.
+        if not hasattr(self, "_has_extraction"):
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(memories)")}
+            self._has_extraction = "extraction" in cols
+        return "extraction" if self._has_extraction else "NULL"
+
+    @property
+    def _columns(self) -> str:
+        """The row columns ``_stored`` reads and the table(s) they come from (``m`` is the
+        memories table); a read-only file from before the segments table has no segments."""
+        if not hasattr(self, "_has_segments"):
+            self._has_segments = (
+                self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'segments'"
+                ).fetchone()
+                is not None
             )
-            for p, i, v, seg in rows
-        ]
+        extraction = "m.extraction" if self._extraction_col == "extraction" else "NULL"
+        if not self._has_segments:
+            return f"m.payload, m.inferred, m.vector, {extraction}, NULL FROM memories m"
+        return (
+            f"m.payload, m.inferred, m.vector, {extraction}, s.segment FROM memories m "
+            "LEFT JOIN segments s ON s.user_id = m.user_id AND s.memory_id = m.id"
+        )
 
     def get(self, user_id: str, memory_id: str) -> StoredMemory | None:
         """One stored memory, or ``None``."""
         with self._lock:
             row = self._db.execute(
-                "SELECT payload, inferred, vector FROM memories WHERE user_id = ? AND id = ?",
+                f"SELECT {self._columns} WHERE m.user_id = ? AND m.id = ?",
                 (user_id, memory_id),
             ).fetchone()
-        if row is None:
-            return None
-        return StoredMemory(
-            Memory.model_validate_json(row[0]),
-            json.loads(row[1]),
-            np.frombuffer(row[2], dtype=np.float32),
-        )
+        return None if row is None else _stored(*row)
 
     def edges(self, user_id: str, *, include_closed: bool = True) -> list[ConflictEdge]:
         """Stored edges of one user."""
@@ -418,3 +614,15 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         """Close the database (safe to call twice)."""
         with self._lock, contextlib.suppress(sqlite3.ProgrammingError):
             self._db.close()
+
+
+def _stored(
+    payload: str, inferred: str, vector: bytes, extraction: str | None, segment: str | None
+) -> StoredMemory:
+    return StoredMemory(
+        Memory.model_validate_json(payload),
+        json.loads(inferred),
+        np.frombuffer(vector, dtype=np.float32),
+        extraction=extraction_from_json(extraction),
+        segment=segment,
+    )

@@ -19,7 +19,15 @@ from caap.llm._types import Message
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["PLACEHOLDER_API_KEY", "OpenAIChatModel"]
+__all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "PLACEHOLDER_API_KEY", "OpenAIChatModel"]
+
+DEFAULT_TIMEOUT = 20.0
+"""Seconds one HTTP attempt may take. A decision is a short JSON object and an answer a short
+paragraph; a healthy endpoint answers well within this, and a dead one is given up quickly."""
+DEFAULT_MAX_RETRIES = 1
+"""Retries on timeouts, rate limits and 5xx. With the defaults one call waits at most about
+``(1 + retries) * timeout`` = 40 s, and since ``realize`` does not call a model that just
+failed in ``decide``, one ``respond()`` against a dead endpoint costs about that much."""
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Key sent when none is configured; local servers (vLLM, Ollama, llama.cpp) accept any key."""
@@ -84,8 +92,8 @@ class OpenAIChatModel:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         """Create the client; no request is made until :meth:`complete`.
 
@@ -93,8 +101,9 @@ class OpenAIChatModel:
             model: Model name as the endpoint knows it (``"gpt-4o-mini"``, ``"llama3.1:8b"``).
             base_url: Endpoint root including ``/v1``; defaults from the environment.
             api_key: API key; defaults from the environment, else ``"not-needed"``.
-            timeout: Seconds to wait for one HTTP attempt.
-            max_retries: Retries on timeouts, rate limits and server errors.
+            timeout: Seconds to wait for one HTTP attempt (default :data:`DEFAULT_TIMEOUT`).
+            max_retries: Retries on timeouts, rate limits and server errors (default
+                :data:`DEFAULT_MAX_RETRIES`).
 
         Raises:
             ImportError: The ``openai`` package is not installed.
@@ -105,7 +114,7 @@ class OpenAIChatModel:
         except ImportError as exc:
             raise ImportError(
                 'OpenAIChatModel needs the "openai" package; '
-                'install it with: pip install "caap[llm]"'
+                'install it with: pip install "caap-memory[llm]"'
             ) from exc
         if not model:
             raise ValueError("model must be a non-empty model name, got ''")
@@ -213,6 +222,11 @@ class OpenAIChatModel:
             # A 2xx body that is not JSON surfaces as json.JSONDecodeError (a ValueError).
             raise LLMMalformedOutput(
                 f"{name}: response body is not valid JSON: {exc}", model=name
+            ) from exc
+        except (RecursionError, MemoryError) as exc:
+            # A body nested thousands deep (or absurdly large) breaks the JSON parser itself.
+            raise LLMMalformedOutput(
+                f"{name}: response body cannot be parsed ({type(exc).__name__})", model=name
             ) from exc
         return self._reply_text(completion)
 

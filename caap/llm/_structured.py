@@ -20,11 +20,37 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|jsonc|javascript|js)?[ \t]*\r?\n?(.*
 _NAME_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_OBJECT_STARTS = 1000
 _EXCERPT = 160
+#: Replies longer than this are rejected before any parsing (a decision is a few hundred bytes).
+MAX_REPLY_CHARS = 1_000_000
+#: JSON nested deeper than this is rejected before parsing (Python's parser would recurse).
+MAX_JSON_DEPTH = 64
 
 
 def _excerpt(text: str) -> str:
     """Shorten ``text`` for an error message."""
     return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "...")
+
+
+def json_depth(text: str) -> int:
+    """How deeply ``[`` / ``{`` nest in ``text``, outside JSON strings (a linear scan)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def _first_object(text: str) -> dict[str, Any] | None:
@@ -61,8 +87,25 @@ def extract_json(text: str) -> Any:
         The decoded JSON value.
 
     Raises:
-        LLMMalformedOutput: No JSON could be found; the message quotes an excerpt of the reply.
+        LLMMalformedOutput: No JSON could be found, or the reply is longer than
+            :data:`MAX_REPLY_CHARS` or nested deeper than :data:`MAX_JSON_DEPTH`; the message
+            quotes an excerpt of the reply.
     """
+    if not isinstance(text, str):
+        raise LLMMalformedOutput(f"model reply is {type(text).__name__}, not text")
+    if len(text) > MAX_REPLY_CHARS:
+        raise LLMMalformedOutput(
+            f"model reply is {len(text)} characters, over the {MAX_REPLY_CHARS} limit: "
+            f"{_excerpt(text)}",
+            text=text[:_EXCERPT],
+        )
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise LLMMalformedOutput(
+            f"model reply nests {depth} levels deep, over the {MAX_JSON_DEPTH} limit: "
+            f"{_excerpt(text)}",
+            text=text[:_EXCERPT],
+        )
     stripped = text.strip()
     whole: Any = None
     parsed_whole = False

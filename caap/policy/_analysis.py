@@ -17,8 +17,9 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
+from caap.conflict_graph.relations import Facets, RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import ReliabilityModel
-from caap.conflict_graph.rules import GraphConfig, TemporalReading, risk_tier
+from caap.conflict_graph.rules import GraphConfig, TemporalReading
 from caap.conflict_graph.stale import DependencyMap, invalidation_certain
 from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 from caap.policy._reliability import SourceView, source_view
@@ -68,6 +69,7 @@ def _stale_view(
     memories: Mapping[str, Memory],
     sims: Mapping[str, float],
     query: str,
+    facets: Mapping[str, Extraction] | None = None,
 ) -> StaleView | None:
     kinds = (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
     edges = [e for e in cluster.edges if e.active and e.kind in kinds]
@@ -84,7 +86,12 @@ def _stale_view(
 
     ordered = sorted(changes, key=newest, reverse=True)
     propagated_by = {e.source_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
-    certain = all(invalidation_certain(memories[i].text) for i in propagated_by if i in changes)
+
+    def is_certain(i: str) -> bool:
+        f = (facets or {}).get(i)
+        return f.certain if isinstance(f, Facets) else invalidation_certain(memories[i].text)
+
+    certain = all(is_certain(i) for i in propagated_by if i in changes)
     old_best = max((sims.get(i, 0.0) for i in sup | inv), default=0.0)
     new_best = max((sims.get(i, 0.0) for i in changes), default=0.0)
     return StaleView(
@@ -123,6 +130,8 @@ class Analysis:
     """Query similarity of every visible memory."""
     risk: RiskTier = RiskTier.LOW
     risk_categories: list[str] = field(default_factory=list)
+    risk_confidence: float = 1.0
+    """How sure the relation layer is of ``risk``."""
     timeline: TemporalReading | None = None
     settled_side: str | None = None
     """The side the query itself names (a CPC context it states), if any."""
@@ -200,6 +209,7 @@ def analyze(
     extractions: Mapping[str, Extraction] | None = None,
     reliability: ReliabilityModel | None = None,
     dependencies: DependencyMap | None = None,
+    relations: str | RelationLayer | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
@@ -208,6 +218,8 @@ def analyze(
     may hold the facets a graph already parsed from each memory's text. ``reliability`` is the
     user's source-reliability model, read for a source contradiction. ``dependencies`` is
     the facet dependency map for propagated invalidation (default: the built-in one).
+    ``relations`` is the relation layer that reads the memories (default: ``config``'s, then
+    the default layer); the query's risk is the layer's too.
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -231,7 +243,11 @@ def analyze(
         by_id = {i: m for i, m in by_id.items() if i in keep}
     users = {m.user_id for m in by_id.values()}
     user = next(iter(users)) if len(users) == 1 else "policy"
-    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies)
+    layer = resolve_relations(
+        relations if relations is not None else (config.relations if config else None),
+        config=config or GraphConfig(),
+    )
+    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies, relations=layer)
     known = None
     if vectors is not None and all(i in vectors for i in by_id):
         known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
@@ -268,7 +284,8 @@ def analyze(
         else sorted(filled, key=lambda i: -sims[i])[:3]
     )
     near = sorted(filled, key=lambda i: -sims[i])[:top_sources]
-    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    verdict = layer.risk(query, [filled[i].text for i in relevant])
+    risk = verdict.tier
     if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
         # High stakes and several parties speaking on the topic: treat their accounts as a
         # source conflict even if the graph did not link them (it may have split the topic).
@@ -297,7 +314,7 @@ def analyze(
             newer = resolution is None or filled[i].created_at > resolution.created_at
             if filled[i].metadata.get(RESOLVES_KEY) and newer:
                 resolution = filled[i]
-    risk, cats = risk_tier([filled[i].text for i in relevant], query)
+    verdict = layer.risk(query, [filled[i].text for i in relevant])
     timeline = None
     if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
         timeline = graph.timeline(cluster.memory_ids)
@@ -307,15 +324,16 @@ def analyze(
         cluster=cluster,
         relevant=relevant,
         relevance=sims,
-        risk=risk,
-        risk_categories=cats,
+        risk=verdict.tier,
+        risk_categories=list(verdict.categories),
+        risk_confidence=verdict.confidence,
         timeline=timeline,
         settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
         resolution=resolution,
         subject=set(graph.subject),
         source_view=source_view(cluster, filled, reliability),
         stale=(
-            _stale_view(cluster, filled, sims, query)
+            _stale_view(cluster, filled, sims, query, {i: graph.extraction(i) for i in filled})
             if cluster is not None and cluster.conflict_type is ConflictType.STALE
             else None
         ),

@@ -15,6 +15,7 @@ from datetime import datetime
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, Response, RiskTier
 from caap.policy._analysis import Analysis, second_person, short
+from caap.policy._speech import stated_part
 
 __all__ = ["decide_offline", "realize_offline"]
 
@@ -247,9 +248,62 @@ def _month(d: datetime | None) -> str:
     return d.strftime("%B %Y") if d else "an undated point"
 
 
+_OBJECT_HER = re.compile(
+    r"\bher\b(?=\s*(?:[.,;:!?]|$|\s(?:and|or|but|to|for|with|at|in|on|from|by|as|when|if)\b))"
+)
+_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
+_NOT_A_PERSON = {
+    *("January", "February", "March", "April", "May", "June", "July", "August"),
+    *("September", "October", "November", "December", "Monday", "Tuesday", "Wednesday"),
+    *("Thursday", "Friday", "Saturday", "Sunday"),
+}
+
+
+def _names_someone_else(a: Analysis, text: str) -> bool:
+    """Whether ``text`` names a person other than the user (a capitalised name mid-sentence,
+    or a possessive one anywhere: "Maya's clinic record")."""
+    subject = {n.lower() for n in a.subject}
+    for n, m in enumerate(re.finditer(r"\b([A-Z][a-z]+)(['’]s)?\b", text)):
+        name, possessive = m.group(1), m.group(2)
+        if name.lower() in subject or name in _NOT_A_PERSON or name[:-1] in _NOT_A_PERSON:
+            continue
+        if possessive or (n > 0 and m.start() > 0 and text[m.start() - 2] not in ".!?"):
+            return True
+    return False
+
+
+def _said(a: Analysis, memory_id: str, words: int) -> str:
+    """What a memory states, cut to ``words``, addressed to the user ("you", not their name).
+
+    A turn that only asks the assistant something is quoted as it is, never restated as a
+    fact; a turn that states and asks keeps only what it states. He/she/his/her become
+    "you"/"your" only in a memory about the user alone: in "Maya's record lists it as
+    contraindicated for her", "her" is Maya.
+    """
+    text = a.text(memory_id)
+    clip = short(stated_part(text) or text, words)
+    mentions_user = bool(
+        re.search(r"\b(?:I|my|me|I'm|I've)\b", text)
+        or any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
+    )
+    if mentions_user and not _names_someone_else(a, text):
+        # "her" as an object ("contraindicated for her.") is "you", not "your".
+        clip = _OBJECT_HER.sub("you", clip)
+        return _you(a, clip)
+    # Keep third-person pronouns as they are: rewrite only the user's name and first person.
+    kept: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        kept.append(m.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    out = _you(a, _PRONOUN.sub(hide, clip))
+    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], out)
+
+
 def _side_claim(a: Analysis, ids: list[str]) -> str:
     best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
-    return short(a.text(best), 30)
+    return _said(a, best, 30)
 
 
 def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
@@ -282,7 +336,7 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
     if loose:
         r.say(
             "Also on record, with no condition attached: "
-            + "; ".join(short(a.text(i), 25) for i in loose)
+            + "; ".join(_said(a, i, 25) for i in loose)
             + "."
         )
         r.cite(loose)
@@ -290,7 +344,8 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
         "These don't contradict each other: each holds in its own situation, so what matters "
         "is which situation you are in this time."
     )
-    options = [conds[k] for k in labelled][:3]
+    # Every situation listed above is an option in the question.
+    options = [conds[k] for k in labelled]
     if d.action is Action.CLARIFY:
         r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
     r.ask(f"Which situation is this for: {_or(options)}?")
@@ -315,7 +370,7 @@ def _if(label: str, cond: str) -> str:
 
 def _quote(a: Analysis, ids: list[str], words: int = 14) -> str:
     best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
-    return f'"{short(a.text(best), words)}"'
+    return f'"{_said(a, best, words)}"'
 
 
 def _strip_lead(clause: str) -> str:
@@ -355,7 +410,7 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         dur = f", for {p.duration}" if p.duration else ""
         # Name the month only when the memory's own words give it.
         head = f"From {when}{dur}" if when.split()[0] in first else f"Phase {n}{dur}"
-        r.bullet(f"{head}: {short(first, 28)}.")
+        r.bullet(f"{head}: {_said(a, p.members[0], 28)}.")
         r.cite(list(p.members))
     durations = [p.duration for p in phases if p.duration]
     if durations:
@@ -375,9 +430,11 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     latest = phases[-1]
     other = next((p for p in reversed(phases) if p.label != latest.label), None)
-    latest_s = short(a.memories[latest.members[0]].value or a.text(latest.members[0]), 16)
+    latest_s = _you(a, short(a.memories[latest.members[0]].value or a.text(latest.members[0]), 16))
     other_s = (
-        short(a.memories[other.members[0]].value or a.text(other.members[0]), 16) if other else ""
+        _you(a, short(a.memories[other.members[0]].value or a.text(other.members[0]), 16))
+        if other
+        else ""
     )
     if d.action is Action.REVERSIBLE_TRIAL:
         r.say(
@@ -415,10 +472,35 @@ def _source_kind(source: str) -> str:
     return "a personal account: first-hand, but not a record"
 
 
+_OWN = {"your own account", "self-report", "self report", "user", "self"}
+# "<Name>'s <thing> <reports>": a record or account that someone owns speaks (the verbs of
+# reporting and recording, a closed class; a copula like "is" states a fact instead).
+_OWNED_SOURCE = re.compile(
+    r"^(?:the\s+)?([A-Z][a-z]+)['’]s\s+([a-z]+(?:\s+[a-z]+){0,2}?)\s+"
+    r"(?:shows|lists|says|states|records|notes|reports|indicates|mentions|confirms|logs|"
+    r"claims|insists|suggests|has\s+(?:recorded|logged|noted|listed))\b"
+)
+
+
+def _shown_source(a: Analysis, label: str, ids: list[str]) -> str:
+    """The label to show for a side: the source its memory names, never "your own account"
+    for a note that opens with someone else's record or account ("Maya's pharmacy shows")."""
+    if label.strip().lower() not in _OWN or not ids:
+        return label
+    best = max(ids, key=lambda i: a.relevance.get(i, 0.0))
+    m = _OWNED_SOURCE.match(a.text(best).strip())
+    return f"{m.group(1)}'s {m.group(2)}" if m else label
+
+
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
-    sides = _sides(a)
+    # The sources named, checked and asked about are the same ones (at most four).
+    raw = dict(list(_sides(a).items())[:4])
+    shown = {label: _shown_source(a, label, ids) for label, ids in raw.items()}
+    if len(set(shown.values())) < len(shown):  # two sides would read the same: keep the graph's
+        shown = {label: label for label in raw}
+    sides = {shown[label]: ids for label, ids in raw.items()}
     r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
-    for label, ids in list(sides.items())[:6]:
+    for label, ids in sides.items():
         r.bullet(f"{_cap(label)}: {_side_claim(a, ids)}.")
         r.cite(ids)
     r.say(
@@ -430,12 +512,13 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     view = a.source_view
     if view is not None and view.informed:
         r.say(f"When you confirmed before, {view.describe()}.")
-        if d.action is Action.COMMIT and view.favoured in sides:
+        if d.action is Action.COMMIT and view.favoured in raw:
+            favoured = shown[view.favoured]
             r.say(
-                f"Going by that record, I'd go with {view.favoured} for now "
-                f"({_side_claim(a, sides[view.favoured])}), and revisit if it turns out wrong."
+                f"Going by that record, I'd go with {favoured} for now "
+                f"({_side_claim(a, sides[favoured])}), and revisit if it turns out wrong."
             )
-            r.ask(f"Is that still right, or has {view.favoured} been wrong here too?")
+            r.ask(f"Is that still right, or has {favoured} been wrong here too?")
             return
     if d.action is Action.COMMIT:
         rec = next((s for s in names if _is_record(s)), names[0])
@@ -452,10 +535,12 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         )
     elif a.risk is RiskTier.HIGH:
         r.say(
-            "Because the stakes are high, I wouldn't act on either version until it is confirmed."
+            "Because the stakes are high, I wouldn't act on "
+            + ("either version" if len(names) == 2 else "any of these versions")
+            + " until it is confirmed."
         )
     r.say("To settle it:")
-    for i, label in enumerate(names[:4], 1):
+    for i, label in enumerate(names, 1):
         if label == "your own account":
             step = "Note when you last confirmed your own account, and what it was based on."
         elif _is_record(label):
@@ -463,7 +548,7 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         else:
             step = f"Ask {label} what that is based on and when it was decided."
         r.bullet(f"{i}. {step}")
-    r.ask(f"Can you confirm which is current: {_or(names[:3])}?")
+    r.ask(f"Can you confirm which is current: {_or(names)}?")
     if len(names) >= 2:
         r.say(
             f"If {names[0]} turns out to be current, follow it; if {names[1]} is the newer, "
@@ -564,11 +649,11 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
     earlier = t.phases[0]
     r.say(
         f"Going by the most recent information ({_month(latest.start)}): "
-        f"{short(a.text(latest.members[0]), 30)}."
+        f"{_said(a, latest.members[0], 30)}."
     )
     r.say(
         f"That replaces the earlier note from {_month(earlier.start)} "
-        f"({short(a.text(earlier.members[0]), 20)}), so I'd plan around the current state."
+        f"({_said(a, earlier.members[0], 20)}), so I'd plan around the current state."
     )
     r.cite(list(latest.members) + list(earlier.members))
     if d.action is Action.VERIFY:
@@ -598,20 +683,22 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
             default=None,
         )
         if best is not None and words & set(_text.content_words(a.text(best))):
-            r.say(
-                f"So I'd go with what your memories say for that case: {short(a.text(best), 30)}."
-            )
+            r.say(f"So I'd go with what your memories say for that case: {_said(a, best, 30)}.")
             r.cite([best])
         else:
             r.say("I'll go with that.")
         return
-    top = a.relevant[:3]
+    # Answer from what the memories state; a stored question or request is not a fact.
+    top = [i for i in a.relevant if stated_part(a.text(i))][:3]
     if not top:
         r.say("I don't have anything on record about this yet.")
         return
-    r.say("Based on what you've told me: " + " ".join(short(a.text(i), 30) + "." for i in top))
+    answer, *more = top
+    r.say(f"From what you've told me: {_said(a, answer, 30)}.")
+    if more:
+        r.say("Also on record: " + "; ".join(_said(a, i, 24) for i in more) + ".")
+        r.say("These agree, so I'd go with that.")
     r.cite(top)
-    r.say("These agree, so I'd go with that.")
 
 
 def _nothing_on_record(a: Analysis, r: _Draft) -> None:

@@ -19,7 +19,7 @@ pytest.importorskip(
     exc_type=ImportError,
     reason=(
         "A-mem is not installed; it is not on PyPI: "
-        'pip install "git+https://github.com/agiresearch/A-mem" "caap[amem]"'
+        'pip install "git+https://github.com/agiresearch/A-mem" "caap-memory[amem]"'
     ),
 )
 

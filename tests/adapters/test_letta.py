@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip(
     "caap.adapters.letta",
     exc_type=ImportError,
-    reason='letta-client is not installed (pip install "caap[letta]")',
+    reason='letta-client is not installed (pip install "caap-memory[letta]")',
 )
 
 from caap.adapters import get_backend

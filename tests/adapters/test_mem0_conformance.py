@@ -1,7 +1,7 @@
 """Mem0 (``mem0ai``, ``infer=False``, local qdrant, the packaged model) passes the suite.
 
 Runs the real Mem0 library; skips with the reason when ``mem0ai`` is not installed
-(``pip install "caap[mem0]"``).
+(``pip install "caap-memory[mem0]"``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from caap.models import Memory
 
 if importlib.util.find_spec("mem0") is None:
     pytest.skip(
-        'mem0ai is not installed (install it with: pip install "caap[mem0]")',
+        'mem0ai is not installed (install it with: pip install "caap-memory[mem0]")',
         allow_module_level=True,
     )
 

@@ -1,7 +1,7 @@
 """MemOS, for real: ``general_text`` passes the conformance suite; ``naive_text`` is checked for
 what it does (word-overlap search, JSON persistence), since it has no semantic search.
 
-Skips when MemOS is not installed (``pip install "caap[memos]"``).
+Skips when MemOS is not installed (``pip install "caap-memory[memos]"``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip(
     "caap.adapters.memos",
     exc_type=ImportError,
-    reason='MemOS is not installed (pip install "caap[memos]"); .ci/run tests it in its own venv',
+    reason='MemOS is not installed (pip install "caap-memory[memos]"); '
+    ".ci/run tests it in its own venv",
 )
 
 from caap.adapters import get_backend

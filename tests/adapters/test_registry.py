@@ -20,9 +20,9 @@ def test_unknown_name_lists_the_known_ones() -> None:
 
 
 def test_a_missing_dependency_names_the_install_command() -> None:
-    register("ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap[ghost]"')
+    register("ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap-memory[ghost]"')
     try:
-        with pytest.raises(ImportError, match=r'pip install "caap\[ghost\]"'):
+        with pytest.raises(ImportError, match=r'pip install "caap-memory\[ghost\]"'):
             backend_class("ghost")
     finally:
         del _REGISTRY["ghost"]

@@ -10,8 +10,8 @@ from caap.adapters import available_backends, get_backend
 
 WRAPPED = {
     # name: (module the adapter needs, what the error must tell the user to run)
-    "memos": ("memos", 'pip install "caap[memos]"'),
-    "letta": ("letta_client", 'pip install "caap[letta]"'),
+    "memos": ("memos", 'pip install "caap-memory[memos]"'),
+    "letta": ("letta_client", 'pip install "caap-memory[letta]"'),
     "amem": ("agentic_memory", "git+https://github.com/agiresearch/A-mem"),
 }
 

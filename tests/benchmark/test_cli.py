@@ -165,14 +165,14 @@ def test_run_backend_not_installed_names_the_extra(
     from caap.adapters import register
     from caap.adapters.registry import _REGISTRY
 
-    register("test-cli-ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap[ghost]"')
+    register("test-cli-ghost", "caap_no_such_module_xyz:Ghost", 'pip install "caap-memory[ghost]"')
     try:
         code = tangle("run", *COMMON, "--track", "pipeline", "--backend", "test-cli-ghost",
                       "--backend-arg", "x=1", "--limit", "1", "--out", str(tmp_path))  # fmt: skip
     finally:
         del _REGISTRY["test-cli-ghost"]
     assert code == 2
-    one_line_error(capsys, 'pip install "caap[ghost]"')
+    one_line_error(capsys, 'pip install "caap-memory[ghost]"')
 
 
 def test_no_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -296,3 +296,84 @@ def test_report_round_trips(tmp_path: Path) -> None:
               out=tmp_path)  # fmt: skip
     assert isinstance(rep, Report)
     assert read_report(tmp_path) == rep
+
+
+# -- a user's own policy and judge from module:object ----------------------------------------------
+
+_USER_MODULE = """
+from caap.benchmark.base import Scores
+from caap.models import Action, Decision, Response
+
+
+class UserPolicy:
+    name = "user-policy"
+
+    def __init__(self, greeting: str = "hi") -> None:
+        self.greeting = greeting
+
+    def respond(self, memories, query):
+        return Response(text=f"{self.greeting}: {memories[0].text}",
+                        decision=Decision(action=Action.DEFER))
+
+
+class UserJudge:
+    name = "user-judge"
+
+    def score(self, item):
+        d6 = "partial" if item.instance.high_risk else None
+        return Scores(d1=1, d2=1, d3=1, d4=1, d5=1, d6=d6)
+
+
+judge_instance = UserJudge()
+"""
+
+
+def test_run_policy_and_judge_from_module_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user's module in the folder the command runs from, neither registered nor installed.
+    (tmp_path / "my_tangle_policy.py").write_text(_USER_MODULE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])
+    out = tmp_path / "run"
+    code = tangle("run", "--policy", "my_tangle_policy:UserPolicy", "--policy-arg",
+                  'greeting="hello"', "--judge", "my_tangle_policy:judge_instance", "--limit", "2",
+                  "--quiet", "--out", str(out))  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    rep = read_report(out)
+    assert rep.policy.name == "my_tangle_policy:UserPolicy"
+    assert rep.policy.args == {"greeting": "hello"}
+    assert rep.judge.name == "my_tangle_policy:judge_instance"
+    assert {r.action for r in rep.instances} == {"defer"}
+    assert all(r.scores.d1 == 1 for r in rep.instances)
+
+
+def test_run_policy_module_object_errors_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "my_other_policy.py").write_text("x = 1\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert tangle("run", "--policy", "no_such_mod_xyz:P", "--quiet", "--out", "o") == 2
+    one_line_error(capsys, "no_such_mod_xyz")
+    assert tangle("run", "--policy", "my_other_policy:Missing", "--quiet", "--out", "o") == 2
+    one_line_error(capsys, "has no 'Missing'")
+    assert tangle("run", "--policy", "my_other_policy:x", "--quiet", "--out", "o") == 2
+    one_line_error(capsys, "respond")
+
+
+def test_tangle_help_is_plain_text_and_lists_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["tangle", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out
+    for command in ("run", "compare", "validate", "ablation", "probe-stale", "list"):
+        assert command in out.split("positional arguments")[0], command
+
+
+def test_reliability_eval_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["reliability", "eval", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "default: the shipped seed" in out

@@ -41,7 +41,11 @@ def test_bench_reports_phases_peers_and_graph_layer(tmp_path: Path) -> None:
     out = write_report(report, tmp_path / "b")
     md = (out / "bench.md").read_text()
     assert "| 40 |" in md and "| 60 |" in md
-    assert "<svg" in (out / "bench.html").read_text()
+    page = (out / "bench.html").read_text()
+    # Rendered like report.html: real tables and charts with visible titles, no Markdown box.
+    assert "<svg" in page and "<table>" in page and "<pre>" not in page
+    assert '<td class="num">40</td>' in page and "|---" not in page
+    assert "<h2>Graph layer p95 (ms) by number of memories N</h2>" in page
     assert (out / "bench.json").read_text().startswith("{")
 
 

@@ -194,3 +194,24 @@ def test_caap_resists_every_stale_premise_of_the_scenarios_written_with_the_rule
         for r in report.results
         if r.probe_type == "premise_resistance" and not r.passed
     ]
+
+
+def test_runner_reports_each_writing_style_with_premise_resistance(tmp_path: Path) -> None:
+    src = Path(__file__).parents[2] / "caap/benchmark/data/stale"
+    rows = [
+        {**json.loads((src / name).read_text(encoding="utf-8").splitlines()[0]), "style": style}
+        for name, style in (("direct.jsonl", "chatty"), ("propagated.jsonl", "narrative"))
+    ]
+    report = run_stale_probes(
+        dataset=_write(tmp_path, rows), policy="test-stale-newest", progress=False
+    )
+    assert {r.style for r in report.results if r.kind == "direct"} == {"chatty"}
+    assert report.styles() == ["narrative", "chatty"]
+    summary = report.summary()
+    for style in ("chatty", "narrative"):
+        cell = summary[f"style:{style}"]["premise_resistance"]
+        assert cell["total"] == 1
+        assert cell["passed"] == report.accuracy("premise_resistance", style=style)[0]
+    # The propagated scenario fails every probe (commit is not acceptable there).
+    assert summary["style:narrative"]["overall"]["passed"] == 0
+    assert "style:chatty" in report.table() and report.relations is None

@@ -193,3 +193,42 @@ def test_missing_path_raises(tmp_path: Path) -> None:
         validate_dataset(tmp_path / "nope.jsonl")
     with pytest.raises(DatasetError, match=r"no \.jsonl files"):
         validate_dataset(tmp_path)
+
+
+def _resize(d: dict[str, Any], core: int, distractors: int) -> dict[str, Any]:
+    """Keep the first ``core`` core memories and ``distractors`` distractors (sessions too)."""
+    keep_core = [m for m in d["memories"] if m["role"] == "core"][:core]
+    keep_dis = [m for m in d["memories"] if m["role"] == "distractor"][:distractors]
+    others = [m for m in d["memories"] if m["role"] not in ("core", "distractor")]
+    d["memories"] = keep_core + others + keep_dis
+    keep = {m["id"] for m in d["memories"]}
+    for s in d["sessions"]:
+        s["memory_ids"] = [i for i in s["memory_ids"] if i in keep]
+    for key in ("core_ids", "evidence_ids"):
+        if isinstance(d.get(key), list):
+            d[key] = [i for i in d[key] if i in keep]
+    return d
+
+
+def test_custom_dataset_with_other_sizes_validates_with_warnings(
+    tmp_path: Path, raw: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user's own set: 3 core memories and 4 distractors is fine, only unlike the shipped set.
+    from caap.cli import main
+
+    d = _resize(base(raw, "CPC"), core=3, distractors=4)
+    f = tmp_path / "mine.jsonl"
+    f.write_text(json.dumps(d) + "\n", encoding="utf-8")
+    problems = validate_dataset(f)
+    assert errors(problems) == [], [str(p) for p in errors(problems)]
+    sizes = [p.message for p in problems if p.instance == d["id"]]
+    assert any("3 core memories; the shipped set has 6-8" in m for m in sizes), sizes
+    assert any("4 distractor memories; the shipped set has 6" in m for m in sizes), sizes
+    assert main(["tangle", "validate", str(f)]) == 0
+    assert "0 error(s)" in capsys.readouterr().out
+    # Beyond the sizes any dataset may use it is still an error, and the shipped set is strict.
+    too_few = _resize(base(raw, "CPC"), core=1, distractors=4)
+    f.write_text(json.dumps(too_few) + "\n", encoding="utf-8")
+    assert any("expected 2-8" in p.message for p in errors(validate_dataset(f)))
+    strict = check_instance(Instance.model_validate(_resize(base(raw, "CPC"), 3, 4)))
+    assert any("expected 6-8" in p.message for p in errors(strict))

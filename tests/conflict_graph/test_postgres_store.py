@@ -13,7 +13,7 @@ from caap.conflict_graph.postgres import MIGRATIONS
 from caap.conflict_graph.testing import make_edge, make_stored
 
 psycopg = pytest.importorskip(
-    "psycopg", reason="psycopg is not installed (pip install 'caap[postgres]')"
+    "psycopg", reason="psycopg is not installed (pip install 'caap-memory[postgres]')"
 )
 
 

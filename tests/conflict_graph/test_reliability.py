@@ -257,6 +257,16 @@ def test_eval_command_scores_model_and_baselines(
     assert report["command"].startswith("caap reliability eval --atoms")
 
 
+def test_eval_command_runs_on_the_shipped_seed_by_default(tmp_path: Path) -> None:
+    # The documented command needs no data path: the seed ships as package data (gzip).
+    out = tmp_path / "rel.json"
+    assert main(["reliability", "eval", "--quiet", "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["data"]["personas"] == {"fit": 216, "cal": 96, "test": 120}
+    assert report["overall"]["naive_bayes"] == pytest.approx(0.831, abs=0.0006)  # docs' figure
+    assert report["command"] == f"caap reliability eval --out {out}"
+
+
 def test_eval_command_other_splits_and_no_selective(tmp_path: Path) -> None:
     atoms, questions = _fixture(tmp_path)
     out = tmp_path / "r.json"

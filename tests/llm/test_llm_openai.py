@@ -236,7 +236,7 @@ def test_empty_model_name_raises_value_error() -> None:
 
 def test_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(ImportError, match=r'pip install "caap\[llm\]"'):
+    with pytest.raises(ImportError, match=r'pip install "caap-memory\[llm\]"'):
         OpenAIChatModel("m")
 
 

@@ -1,0 +1,126 @@
+"""Features of the ``learned`` relation layer, shared by training and inference (numpy only).
+
+A memory is its sentence embedding (unit vector of the whole text) and a few cheap surface
+signals; a pair is the elementwise product and absolute difference of the two embeddings, their
+mean, their cosine, and how the surface signals compare. No cue list decides anything here: the
+signals are inputs to a fitted model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from caap.conflict_graph import _text
+
+__all__ = [
+    "FACET_CLASSES",
+    "N_SCALARS",
+    "pair_features",
+    "risk_features",
+    "text_features",
+    "text_scalars",
+]
+
+Array = npt.NDArray[np.float32]
+
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_MONTH = re.compile(r"\b(?:" + "|".join(sorted(_text.MONTHS)) + r")\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|nobody|without)\b|n't\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|my|me|mine)\b", re.I)
+_QUOTE = re.compile(r"[\"“”]")
+
+#: Surface signals per text (see :func:`text_scalars`).
+N_SCALARS = 9
+
+
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(_NUMBER.findall(text))
+
+
+def text_scalars(texts: Sequence[str]) -> Array:
+    """Per text: has a year, a month name, any number; a negation; first person; a quote;
+    a question mark; capitalised words past the first (names); length in words / 30."""
+    out = np.zeros((len(texts), N_SCALARS), dtype=np.float32)
+    for i, t in enumerate(texts):
+        words = t.split()
+        caps = sum(1 for w in words[1:] if w[:1].isupper())
+        out[i] = (
+            bool(_YEAR.search(t)),
+            bool(_MONTH.search(t)),
+            bool(_NUMBER.search(t)),
+            bool(_NEGATION.search(t)),
+            bool(_FIRST_PERSON.search(t)),
+            bool(_QUOTE.search(t)),
+            "?" in t,
+            min(caps, 6) / 6,
+            min(len(words), 60) / 30,
+        )
+    return out
+
+
+def text_features(vectors: Array, texts: Sequence[str]) -> Array:
+    """Per-memory model input: the embedding and the surface signals."""
+    return np.hstack([vectors, text_scalars(texts)]).astype(np.float32)
+
+
+#: What the per-memory facet model reads a memory as: a claim that holds under a condition,
+#: one that places itself in a time order (a phase, a change), one attributed to a source
+#: other than the user, a plain claim, or something off the topic of its neighbours.
+FACET_CLASSES = ("conditional", "time_ordered", "attributed", "plain", "off_topic")
+
+
+def pair_features(
+    va: Array,
+    vb: Array,
+    ta: Sequence[str],
+    tb: Sequence[str],
+    fa: Array | None = None,
+    fb: Array | None = None,
+) -> Array:
+    """Pair model input for rows of pairs: ``va[i]``/``vb[i]`` the unit embeddings of
+    ``ta[i]``/``tb[i]``; ``fa``/``fb`` their facet-model probabilities (rows over
+    :data:`FACET_CLASSES`; zeros when absent).
+
+    Symmetric in the two sides (a relation label is): product, absolute difference, mean.
+    """
+    if fa is None or fb is None:
+        fa = fb = np.zeros((len(ta), len(FACET_CLASSES)), dtype=np.float32)
+    sa, sb = text_scalars(ta), text_scalars(tb)
+    cos = np.sum(va * vb, axis=1, keepdims=True)
+    numbers_differ = np.array(
+        [
+            [float(bool(_numbers(x)) and bool(_numbers(y)) and _numbers(x) != _numbers(y))]
+            for x, y in zip(ta, tb, strict=True)
+        ],
+        dtype=np.float32,
+    ).reshape(len(ta), 1)
+    return np.hstack(
+        [
+            va * vb,
+            np.abs(va - vb),
+            (va + vb) / 2,
+            cos,
+            sa + sb,
+            np.abs(sa - sb),
+            numbers_differ,
+            fa * fb,
+            fa + fb,
+        ]
+    ).astype(np.float32)
+
+
+def risk_features(query_vector: Array, memory_vectors: Array) -> Array:
+    """Risk model input for one query: its embedding (zeros without a query) and the mean and
+    the elementwise max of the memories' embeddings (zeros without memories)."""
+    dim = query_vector.shape[-1]
+    if len(memory_vectors):
+        mean = memory_vectors.mean(axis=0)
+        top = memory_vectors.max(axis=0)
+    else:
+        mean = top = np.zeros(dim, dtype=np.float32)
+    return np.concatenate([query_vector, mean, top]).astype(np.float32)

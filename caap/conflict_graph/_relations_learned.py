@@ -1,0 +1,223 @@
+"""The ``learned`` relation layer: small fitted models over the packaged sentence embeddings.
+
+Inference is plain numpy over weights shipped as package data
+(``caap/data/relations_learned.npz``, with a JSON card recording the training data's checksum,
+the seed and the dev metrics). Train your own with ``caap relations train --data DIR --out
+FILE`` and load them with ``LearnedRelations(weights=FILE)``.
+
+What is learned: the pair relation (a softmax over :data:`~caap.conflict_graph.relations.RELATIONS`)
+and the query risk (probability of high stakes). Facet *spans* (the source's name, the
+condition clause, absolute dates) are still read by the offline extractor, since the graph
+needs them as strings for sides and time order; whether two memories conflict and how is the
+pair model's call.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph._relations_features import (
+    FACET_CLASSES,
+    pair_features,
+    risk_features,
+    text_features,
+)
+from caap.conflict_graph._relations_rules import facets_from_extraction
+from caap.conflict_graph.extractor import OfflineExtractor
+from caap.conflict_graph.relations import (
+    RELATIONS,
+    Facets,
+    MemoryView,
+    PairVerdict,
+    RiskVerdict,
+)
+from caap.conflict_graph.rules import GraphConfig
+from caap.models import RiskTier
+
+__all__ = ["LearnedRelations", "default_weights_path"]
+
+Array = npt.NDArray[np.float32]
+
+
+def _softmax(z: Array) -> Array:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    out: Array = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def default_weights_path() -> Path:
+    """The weights shipped with caap."""
+    return Path(str(resources.files("caap") / "data" / "relations_learned.npz"))
+
+
+_KEYS = (
+    "pair_w",
+    "pair_b",
+    "pair_mu",
+    "pair_sd",
+    "risk_w",
+    "risk_b",
+    "risk_mu",
+    "risk_sd",
+    "risk_high",
+    "risk_medium",
+    "facet_w",
+    "facet_b",
+    "facet_mu",
+    "facet_sd",
+)
+
+
+class LearnedRelations:
+    """Relation layer over fitted models (see module doc).
+
+    Args:
+        config: Unused (accepted so every layer is built the same way).
+        weights: An ``.npz`` written by ``caap relations train`` (default: the shipped one).
+        embedder: Sentence embedder (default: the packaged all-MiniLM-L6-v2); must be the
+            one the weights were trained with.
+
+    Raises:
+        ValueError: the weights file lacks an array or does not fit the embedder.
+    """
+
+    name = "learned"
+    pairwise = True
+    """Temporal change, supersession and invalidation are judged pair by pair."""
+
+    def __init__(
+        self,
+        config: GraphConfig | None = None,
+        *,
+        weights: str | Path | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.config = config or GraphConfig()
+        self.weights_path = Path(weights) if weights is not None else default_weights_path()
+        with np.load(self.weights_path) as z:
+            missing = [k for k in _KEYS if k not in z.files]
+            if missing:
+                raise ValueError(f"weights {self.weights_path} lack arrays {missing}")
+            self._w: dict[str, Any] = {k: np.asarray(z[k]) for k in _KEYS}
+        card = self.weights_path.with_suffix(".json")
+        self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
+        self.embedder = embedder or get_embedder()
+        dim = self.embedder.dimension
+        if self._w["risk_w"].shape[0] != 3 * dim:
+            raise ValueError(
+                f"weights {self.weights_path} were trained for {self._w['risk_w'].shape[0] // 3}"
+                f"-dimensional embeddings, the embedder gives {dim}"
+            )
+        self._extractor = OfflineExtractor()
+        self._vectors: OrderedDict[str, Array] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- embeddings, cached per text (a memory is paired many times) ---------------------
+    def _embed(self, texts: Sequence[str]) -> Array:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            fresh = self.embedder.encode(missing)
+            with self._lock:
+                for t, v in zip(missing, fresh, strict=True):
+                    self._vectors[t] = v
+                while len(self._vectors) > 50_000:
+                    self._vectors.popitem(last=False)
+        with self._lock:
+            rows = [self._vectors[t] for t in texts]
+        if not rows:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack(rows)
+
+    # -- the interface --------------------------------------------------------------------
+    def facet_probabilities(self, texts: Sequence[str]) -> Array:
+        """Per text, the facet model's probabilities over
+        :data:`~caap.conflict_graph._relations_features.FACET_CLASSES`."""
+        if not texts:
+            return np.zeros((0, len(FACET_CLASSES)), dtype=np.float32)
+        x = text_features(self._embed(texts), texts)
+        z = ((x - self._w["facet_mu"]) / self._w["facet_sd"]) @ self._w["facet_w"]
+        return _softmax(z + self._w["facet_b"])
+
+    def facets(self, texts: Sequence[str], *, subject: set[str] | None = None) -> list[Facets]:
+        """Facet spans (names, condition clauses, dates) from the offline extractor, with the
+        facet model's confidences that a memory is attributed, conditional or time-ordered.
+        The texts are embedded here in one batch, so the pairs typed next find them cached."""
+        probs = self.facet_probabilities(texts)
+        out = []
+        for t, p in zip(texts, probs, strict=True):
+            base = facets_from_extraction(t, self._extractor.extract(t, subject=subject))
+            out.append(
+                replace(
+                    base,
+                    context_confidence=float(p[FACET_CLASSES.index("conditional")]),
+                    time_confidence=float(p[FACET_CLASSES.index("time_ordered")]),
+                    source_confidence=float(p[FACET_CLASSES.index("attributed")]),
+                )
+            )
+        return out
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]]) -> Array:
+        """Relation probabilities (rows in :data:`RELATIONS` order) for pairs of texts."""
+        if not pairs:
+            return np.zeros((0, len(RELATIONS)), dtype=np.float32)
+        ta, tb = [a for a, _ in pairs], [b for _, b in pairs]
+        x = pair_features(
+            self._embed(ta),
+            self._embed(tb),
+            ta,
+            tb,
+            self.facet_probabilities(ta),
+            self.facet_probabilities(tb),
+        )
+        z = ((x - self._w["pair_mu"]) / self._w["pair_sd"]) @ self._w["pair_w"]
+        return _softmax(z + self._w["pair_b"])
+
+    def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
+        """One verdict per pair from the pair model (one batched forward pass)."""
+        probs = self.probabilities([(a.text, b.text) for a, b in pairs])
+        out = []
+        for row in probs:
+            verdict = PairVerdict.from_probs(dict(zip(RELATIONS, row.tolist(), strict=True)))
+            runner = sorted(RELATIONS, key=lambda r: -verdict.probs[r])[1]
+            out.append(
+                PairVerdict(
+                    verdict.probs,
+                    verdict.relation,
+                    verdict.confidence,
+                    f"pair model: {verdict.relation.replace('_', ' ')} "
+                    f"{verdict.confidence:.2f} (next {runner.replace('_', ' ')} "
+                    f"{verdict.probs[runner]:.2f})",
+                )
+            )
+        return out
+
+    def high_risk_probability(self, query: str, texts: Sequence[str]) -> float:
+        """Probability that acting wrongly on ``query`` over ``texts`` is costly."""
+        dim = self.embedder.dimension
+        qv = self._embed([query])[0] if query.strip() else np.zeros(dim, dtype=np.float32)
+        x = risk_features(qv, self._embed(list(texts)))
+        z = float(((x - self._w["risk_mu"]) / self._w["risk_sd"]) @ self._w["risk_w"])
+        z += float(self._w["risk_b"])
+        return float(1.0 / (1.0 + np.exp(-z)))
+
+    def risk(self, query: str, texts: Sequence[str]) -> RiskVerdict:
+        """HIGH at or above the dev-chosen threshold, MEDIUM within half of it, else LOW."""
+        p = self.high_risk_probability(query, texts)
+        if p >= float(self._w["risk_high"]):
+            return RiskVerdict(RiskTier.HIGH, p, ("risk model",))
+        if p >= float(self._w["risk_medium"]):
+            return RiskVerdict(RiskTier.MEDIUM, p, ("risk model",))
+        return RiskVerdict(RiskTier.LOW, 1.0 - p)

@@ -1,0 +1,483 @@
+"""Training the ``learned`` relation layer from TANGLE-format data (needs scikit-learn).
+
+Examples come from two kinds of JSONL line, found anywhere under a directory:
+
+- **instances** (:class:`caap.benchmark.dataset.Instance`): their judge-only ``pairs`` label
+  memory pairs; an instance without ``pairs`` gets labels derived from its type (its core
+  memories pairwise: CPC ``context_partition``, BOC ``temporal_change``, SCC
+  ``source_contradiction``, NONE ``agree``); core and distractor memories are ``unrelated``
+  (a few per instance). ``high_risk`` labels the query risk model.
+- **stale scenarios** (:class:`caap.benchmark.stale.StaleScenario`): user turns by tag: an
+  ``old`` turn and an ``update`` are ``supersedes`` (kind ``direct``) or ``invalidates`` (kind
+  ``propagated``); two ``old`` turns ``agree``; ``old`` or ``update`` against a
+  ``distractor`` is ``unrelated``. Background turns are left out (how they relate is unsaid).
+
+Models: multinomial logistic regression on standardised features
+(:mod:`caap.conflict_graph._relations_features`) for the pair relations, binary logistic
+regression for high risk. Regularisation is chosen on the dev data (macro F1 / log loss), the
+risk thresholds on dev so that nearly every high-risk dev query is caught. Weights are written
+as ``.npz`` with a JSON card (data checksum, seed, metrics) next to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph._relations_features import (
+    FACET_CLASSES,
+    pair_features,
+    risk_features,
+    text_features,
+)
+from caap.conflict_graph.relations import RELATIONS
+
+__all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_relations"]
+
+#: The facet a core memory of an instance of each type shows (the facet model's labels).
+_FACET_OF = {
+    "CPC": "conditional",
+    "BOC": "time_ordered",
+    "SCC": "attributed",
+    "NONE": "plain",
+}
+_DERIVED = {
+    "CPC": "context_partition",
+    "BOC": "temporal_change",
+    "SCC": "source_contradiction",
+    "NONE": "agree",
+}
+
+
+@dataclass
+class PairExample:
+    a: str
+    b: str
+    relation: str
+    group: str
+    """Persona id (dev splits never share one with train)."""
+    derived: bool
+
+
+@dataclass
+class RiskExample:
+    query: str
+    texts: list[str]
+    high: bool
+    group: str
+
+
+@dataclass
+class MemoryExample:
+    text: str
+    facet: str
+    """One of FACET_CLASSES, from the instance's type (core) or role (distractor)."""
+    group: str
+
+
+@dataclass
+class Corpus:
+    """Examples read from a directory, and the SHA-256 of the files they came from."""
+
+    pairs: list[PairExample] = field(default_factory=list)
+    risks: list[RiskExample] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    memories: list[MemoryExample] = field(default_factory=list)
+
+    @property
+    def checksum(self) -> str:
+        """One SHA-256 over the files' names and hashes."""
+        h = hashlib.sha256()
+        for name, digest in sorted(self.files.items()):
+            h.update(f"{name}\0{digest}\n".encode())
+        return h.hexdigest()
+
+
+def load_corpus(path: str | Path, *, seed: int = 0) -> Corpus:
+    """Read every ``.jsonl`` under ``path`` (a file or a directory, recursively).
+
+    Raises:
+        ValueError: no JSONL file, or a line that is neither an instance nor a scenario.
+    """
+    from caap.benchmark.dataset import Instance
+    from caap.benchmark.stale import StaleScenario
+
+    root = Path(path)
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
+    if not files or not all(f.is_file() for f in files):
+        raise ValueError(f"--data {root}: no .jsonl files found")
+    rng = random.Random(seed)
+    corpus = Corpus()
+    for f in files:
+        raw = f.read_bytes()
+        corpus.files[str(f.relative_to(root) if root.is_dir() else f.name)] = hashlib.sha256(
+            raw
+        ).hexdigest()
+        for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            data = json.loads(line)
+            if "probes" in data:
+                _scenario_pairs(StaleScenario.model_validate(data), corpus)
+            elif "memories" in data:
+                _instance_examples(Instance.model_validate(data), corpus, rng)
+            else:
+                raise ValueError(f"{f}:{n}: neither an instance nor a stale scenario")
+    return corpus
+
+
+def _instance_examples(inst: Any, corpus: Corpus, rng: random.Random) -> None:
+    text = {m.id: m.text for m in inst.memories}
+    group = inst.persona.id
+    core = inst.core_ids
+    labelled = {frozenset((p.a, p.b)) for p in inst.pairs}
+    for p in inst.pairs:
+        corpus.pairs.append(PairExample(text[p.a], text[p.b], p.relation, group, False))
+    if not inst.pairs:
+        rel = _DERIVED[inst.conflict_type]
+        for i, a in enumerate(core):
+            for b in core[i + 1 :]:
+                corpus.pairs.append(PairExample(text[a], text[b], rel, group, True))
+    if not any(p.relation == "unrelated" for p in inst.pairs):
+        far = [(a, d.id) for a in core for d in inst.by_role("distractor")]
+        far = [p for p in far if frozenset(p) not in labelled]
+        for a, b in rng.sample(far, min(len(far), max(2, len(core)))):
+            corpus.pairs.append(PairExample(text[a], text[b], "unrelated", group, True))
+    for m in inst.memories:
+        if m.role == "core":
+            corpus.memories.append(MemoryExample(m.text, _FACET_OF[inst.conflict_type], group))
+        elif m.role == "distractor":
+            corpus.memories.append(MemoryExample(m.text, "off_topic", group))
+    shown = [m.text for m in inst.memories if m.role != "distractor"]
+    corpus.risks.append(RiskExample(inst.query, shown, inst.high_risk, group))
+    # The graph asks the risk of a cluster without a query: learn that reading too.
+    corpus.risks.append(RiskExample("", [text[i] for i in core], inst.high_risk, group))
+
+
+def _scenario_pairs(sc: Any, corpus: Corpus) -> None:
+    by_tag: dict[str, list[str]] = {}
+    for s in sc.sessions:
+        for t in s.turns:
+            if t.role == "user" and t.tag:
+                by_tag.setdefault(t.tag, []).append(t.content)
+    rel = "supersedes" if sc.kind == "direct" else "invalidates"
+    group = sc.persona.id
+    old, upd, dis = by_tag.get("old", []), by_tag.get("update", []), by_tag.get("distractor", [])
+    for o in old:
+        for u in upd:
+            corpus.pairs.append(PairExample(o, u, rel, group, True))
+    for i, a in enumerate(old):
+        for b in old[i + 1 :]:
+            corpus.pairs.append(PairExample(a, b, "agree", group, True))
+    for a in old + upd:
+        for d in dis:
+            corpus.pairs.append(PairExample(a, d, "unrelated", group, True))
+
+
+def _embed(embedder: Embedder, texts: Iterable[str]) -> dict[str, npt.NDArray[np.float32]]:
+    uniq = sorted(set(texts))
+    vecs = embedder.encode(uniq) if uniq else np.zeros((0, embedder.dimension), np.float32)
+    return dict(zip(uniq, vecs, strict=True))
+
+
+def _pair_matrix(
+    ex: Sequence[PairExample],
+    vec: dict[str, npt.NDArray[np.float32]],
+    facet: dict[str, npt.NDArray[np.float32]],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    va = np.stack([vec[e.a] for e in ex])
+    vb = np.stack([vec[e.b] for e in ex])
+    fa = np.stack([facet[e.a] for e in ex])
+    fb = np.stack([facet[e.b] for e in ex])
+    x = pair_features(va, vb, [e.a for e in ex], [e.b for e in ex], fa, fb)
+    y = np.array([RELATIONS.index(e.relation) for e in ex], dtype=np.int64)
+    return x, y
+
+
+def _risk_matrix(
+    ex: Sequence[RiskExample], vec: dict[str, npt.NDArray[np.float32]], dim: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    zero = np.zeros(dim, dtype=np.float32)
+    rows = [
+        risk_features(
+            vec[e.query] if e.query else zero,
+            np.stack([vec[t] for t in e.texts]) if e.texts else np.zeros((0, dim), np.float32),
+        )
+        for e in ex
+    ]
+    return np.stack(rows), np.array([int(e.high) for e in ex], dtype=np.int64)
+
+
+def _split_by_group(corpus: Corpus, seed: int, share: float = 0.25) -> tuple[Corpus, Corpus]:
+    groups = sorted({e.group for e in corpus.pairs} | {e.group for e in corpus.risks})
+    rng = random.Random(seed)
+    rng.shuffle(groups)
+    dev = set(groups[: max(1, int(len(groups) * share))])
+    a = Corpus(
+        [e for e in corpus.pairs if e.group not in dev],
+        [e for e in corpus.risks if e.group not in dev],
+        corpus.files,
+        [e for e in corpus.memories if e.group not in dev],
+    )
+    b = Corpus(
+        [e for e in corpus.pairs if e.group in dev],
+        [e for e in corpus.risks if e.group in dev],
+        {},
+        [e for e in corpus.memories if e.group in dev],
+    )
+    return a, b
+
+
+def _standardise(
+    x: npt.NDArray[np.float32],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    sd[sd < 1e-6] = 1.0
+    return mu.astype(np.float32), sd.astype(np.float32)
+
+
+def train_relations(
+    data: str | Path,
+    out: str | Path,
+    *,
+    dev: str | Path | None = None,
+    seed: int = 0,
+    embedder: Embedder | None = None,
+    recall: float = 0.95,
+) -> dict[str, Any]:
+    """Fit the pair and risk models on ``data``, choose settings on ``dev`` (default: a
+    quarter of ``data``'s personas held out), write ``out`` (``.npz``) and ``out`` with
+    ``.json`` (the card). Returns the card.
+
+    ``recall``: the share of high-risk dev queries the HIGH threshold must catch.
+    """
+    try:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.metrics import f1_score, log_loss
+    except ImportError as exc:  # pragma: no cover - sklearn ships with sentence-transformers
+        raise ImportError("training needs scikit-learn: pip install scikit-learn") from exc
+    np.random.seed(seed)
+    embedder = embedder or get_embedder()
+    train = load_corpus(data, seed=seed)
+    if dev is None:
+        train, held = _split_by_group(train, seed)
+        dev_name = f"{Path(data).name} (a quarter of its personas, seed {seed})"
+    else:
+        held = load_corpus(dev, seed=seed)
+        dev_name = str(dev)
+    if not train.pairs or not held.pairs:
+        raise ValueError("training and dev data both need memory pairs")
+    texts = [t for c in (train, held) for e in c.pairs for t in (e.a, e.b)]
+    texts += [e.text for c in (train, held) for e in c.memories]
+    texts += [t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t]
+    vec = _embed(embedder, texts)
+    dim = embedder.dimension
+
+    grid = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3]
+    # -- facet model (per memory) --------------------------------------------------------
+    if not train.memories:
+        raise ValueError("training data needs instances (the facet model learns from them)")
+
+    def mem_x(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return text_features(np.stack([vec[t] for t in texts]), list(texts))
+
+    mt = mem_x([e.text for e in train.memories])
+    my = np.array([FACET_CLASSES.index(e.facet) for e in train.memories], dtype=np.int64)
+    fmu, fsd = _standardise(mt)
+    md = mem_x([e.text for e in held.memories]) if held.memories else None
+    myd = np.array([FACET_CLASSES.index(e.facet) for e in held.memories], dtype=np.int64)
+    fbest: tuple[float, float] | None = None
+    for c in grid:
+        m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
+        m.fit((mt - fmu) / fsd, my)
+        if md is None:
+            fbest = (0.0, 0.01)
+            break
+        f1 = float(f1_score(myd, m.predict((md - fmu) / fsd), average="macro"))
+        if fbest is None or f1 > fbest[0]:
+            fbest = (f1, c)
+    assert fbest is not None
+    facet_f1, facet_c = fbest
+
+    def fit_facets(rows: npt.NDArray[np.bool_]) -> Any:
+        m = LogisticRegression(C=facet_c, max_iter=3000, class_weight="balanced", random_state=seed)
+        return m.fit((mt[rows] - fmu) / fsd, my[rows])
+
+    def facet_probs(model: Any, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        p = np.zeros((len(texts), len(FACET_CLASSES)), dtype=np.float32)
+        p[:, model.classes_] = model.predict_proba((mem_x(texts) - fmu) / fsd)
+        return p
+
+    facet_model = fit_facets(np.ones(len(my), dtype=bool))
+    # Out-of-fold facet probabilities for the training pairs (folds by persona), so the pair
+    # model learns from facet readings as noisy as the ones it will see.
+    groups = sorted({e.group for e in train.memories} | {e.group for e in train.pairs})
+    fold_of = {g: k % 5 for k, g in enumerate(random.Random(seed).sample(groups, len(groups)))}
+    mem_fold = np.array([fold_of[e.group] for e in train.memories])
+    facet: dict[str, npt.NDArray[np.float32]] = {}
+    for k in range(5):
+        texts_k = sorted({t for e in train.pairs if fold_of[e.group] == k for t in (e.a, e.b)})
+        if texts_k:
+            model_k = fit_facets(mem_fold != k)
+            facet.update(zip(texts_k, facet_probs(model_k, texts_k), strict=True))
+    dev_texts = sorted({t for e in held.pairs for t in (e.a, e.b)} - set(facet))
+    if dev_texts:
+        facet.update(zip(dev_texts, facet_probs(facet_model, dev_texts), strict=True))
+    facet_w = np.zeros((mt.shape[1], len(FACET_CLASSES)), dtype=np.float32)
+    facet_b = np.full(len(FACET_CLASSES), -30.0, dtype=np.float32)
+    for k, cls in enumerate(facet_model.classes_):
+        facet_w[:, cls] = facet_model.coef_[k]
+        facet_b[cls] = facet_model.intercept_[k]
+
+    # -- pair model ----------------------------------------------------------------------
+    xt, yt = _pair_matrix(train.pairs, vec, facet)
+    xd, yd = _pair_matrix(held.pairs, vec, facet)
+    mu, sd = _standardise(xt)
+    best: tuple[float, float, Any] | None = None
+    for c in grid:
+        m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
+        m.fit((xt - mu) / sd, yt)
+        f1 = float(f1_score(yd, m.predict((xd - mu) / sd), average="macro"))
+        if best is None or f1 > best[0]:
+            best = (f1, c, m)
+    assert best is not None
+    pair_f1, pair_c, pair_model = best
+    pred = pair_model.predict((xd - mu) / sd)
+    w = np.zeros((xt.shape[1], len(RELATIONS)), dtype=np.float32)
+    b = np.full(len(RELATIONS), -30.0, dtype=np.float32)  # relations absent from training
+    for k, cls in enumerate(pair_model.classes_):
+        w[:, cls] = pair_model.coef_[k]
+        b[cls] = pair_model.intercept_[k]
+    per_relation = {
+        r: {
+            "dev_support": int((yd == i).sum()),
+            "dev_recall": float(((pred == i) & (yd == i)).sum() / max((yd == i).sum(), 1)),
+            "train_support": int((yt == i).sum()),
+        }
+        for i, r in enumerate(RELATIONS)
+    }
+
+    # -- risk model ----------------------------------------------------------------------
+    rt, ryt = _risk_matrix(train.risks, vec, dim)
+    rd, ryd = _risk_matrix(held.risks, vec, dim)
+    rmu, rsd = _standardise(rt)
+    rbest: tuple[float, float, Any] | None = None
+    for c in grid:
+        m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
+        m.fit((rt - rmu) / rsd, ryt)
+        loss = float(log_loss(ryd, m.predict_proba((rd - rmu) / rsd)[:, 1], labels=[0, 1]))
+        if rbest is None or loss < rbest[0]:
+            rbest = (loss, c, m)
+    assert rbest is not None
+    risk_loss, risk_c, risk_model = rbest
+    pd_ = risk_model.predict_proba((rd - rmu) / rsd)[:, 1]
+    pos = np.sort(pd_[ryd == 1])
+    # The highest threshold that still catches `recall` of the high-risk dev queries.
+    high = float(pos[int(np.floor((1 - recall) * len(pos)))]) if len(pos) else 0.5
+    high = min(high, 0.5)
+    caught = float((pd_[ryd == 1] >= high).mean()) if len(pos) else float("nan")
+    false_high = float((pd_[ryd == 0] >= high).mean()) if (ryd == 0).any() else float("nan")
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        out,
+        pair_w=w,
+        pair_b=b,
+        pair_mu=mu,
+        pair_sd=sd,
+        risk_w=risk_model.coef_[0].astype(np.float32),
+        risk_b=np.float32(risk_model.intercept_[0]),
+        risk_mu=rmu,
+        risk_sd=rsd,
+        risk_high=np.float32(high),
+        risk_medium=np.float32(high / 2),
+        facet_w=facet_w,
+        facet_b=facet_b,
+        facet_mu=fmu,
+        facet_sd=fsd,
+    )
+    card: dict[str, Any] = {
+        "format": 1,
+        "relations": list(RELATIONS),
+        "embedder": embedder.model_name,
+        "seed": seed,
+        "train_data": str(data),
+        "train_sha256": train.checksum,
+        "train_files": train.files,
+        "dev_data": dev_name,
+        "dev_sha256": held.checksum if held.files else None,
+        "pair_model": {
+            "kind": "multinomial logistic regression, balanced classes",
+            "C": pair_c,
+            "train_pairs": len(train.pairs),
+            "train_derived_pairs": sum(e.derived for e in train.pairs),
+            "dev_pairs": len(held.pairs),
+            "dev_macro_f1": pair_f1,
+            "dev_accuracy": float((pred == yd).mean()),
+            "per_relation": per_relation,
+        },
+        "facet_model": {
+            "kind": "multinomial logistic regression over one memory, balanced",
+            "classes": list(FACET_CLASSES),
+            "labels": "core memories by their instance's type, distractors off_topic",
+            "C": facet_c,
+            "train_memories": len(train.memories),
+            "dev_memories": len(held.memories),
+            "dev_macro_f1": facet_f1,
+        },
+        "risk_model": {
+            "kind": "logistic regression (query, mean and max memory embedding), balanced",
+            "C": risk_c,
+            "train_examples": len(train.risks),
+            "dev_examples": len(held.risks),
+            "dev_log_loss": risk_loss,
+            "high_threshold": high,
+            "medium_threshold": high / 2,
+            "dev_high_recall": caught,
+            "dev_false_high_rate": false_high,
+        },
+    }
+    out.with_suffix(".json").write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+    return card
+
+
+def _cmd_train(args: Any) -> int:
+    card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed)
+    pm, rm = card["pair_model"], card["risk_model"]
+    print(
+        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: pair model dev macro F1 "
+        f"{pm['dev_macro_f1']:.3f} ({pm['dev_pairs']} pairs), facet model dev macro F1 "
+        f"{card['facet_model']['dev_macro_f1']:.3f}, risk HIGH threshold "
+        f"{rm['high_threshold']:.3f} (dev recall {rm['dev_high_recall']:.2f})"
+    )
+    print(f"use it with: Agent(relations=LearnedRelations(weights={str(args.out)!r}))")
+    return 0
+
+
+def add_relations_parser(sub: Any) -> None:
+    """Add ``caap relations train`` to the ``caap`` command's subparsers."""
+    p = sub.add_parser("relations", help="the learned relation layer: train it on your data")
+    rsub = p.add_subparsers(dest="relations_command", required=True)
+    t = rsub.add_parser(
+        "train",
+        help="fit the learned relation layer on TANGLE-format JSONL (instances and stale "
+        "scenarios) and write its weights",
+    )
+    t.add_argument("--data", required=True, help="directory (searched recursively) or file")
+    t.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
+    t.add_argument(
+        "--dev", help="dev data for model settings (default: a quarter of --data's personas)"
+    )
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(handler=_cmd_train)

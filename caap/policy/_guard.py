@@ -1,0 +1,198 @@
+"""The post-decision guard: one invariant every backbone's decision passes through.
+
+Whatever chose the action (the offline rules, a language model, a future learned policy), the
+decision is checked against the evidence the offline analysis found before anything is written:
+
+* **Risk never goes down.** The decision's risk is the higher of the analysis's risk (the
+  offline reading, or whatever risk tier a relation layer puts on the :class:`Analysis`) and
+  what the backbone said. A model replying ``"risk": "low"`` cannot lower it.
+* **No commit on a high-risk matter without positive evidence.** On a high-risk query a
+  ``commit`` stands only when the claim it commits to is stated by the user or by an
+  authoritative record, and nothing in the recalled cluster disputes it or could supersede it:
+  an active contradiction / oscillation / context edge touching it, a supersedes or
+  invalidation edge pointing at it, or a conflict cluster no later confirmation settled, all
+  void it. "No conflict was detected" is not evidence. Otherwise the commit becomes ``verify``
+  and the reason is written into the decision (``rationale``, prefixed with
+  :data:`GUARD_TAG`).
+
+The guard is pure: it reads the analysis and the decision and returns a decision.
+"""
+
+from __future__ import annotations
+
+from caap.conflict_graph import _text
+from caap.models import Action, ConflictEdge, Decision, EdgeKind, Memory, Response, RiskTier
+from caap.policy._analysis import Analysis, second_person, short
+
+__all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
+
+#: Prefix of the rationale sentence the guard adds when it changes a decision.
+GUARD_TAG = "[guard]"
+_OVERRIDE = "commit changed to verify"
+
+_ORDER = {RiskTier.LOW: 0, RiskTier.MEDIUM: 1, RiskTier.HIGH: 2}
+
+#: Edges that say two memories disagree (either endpoint is disputed).
+_DISPUTES = frozenset(
+    {
+        EdgeKind.SOURCE_CONTRADICTION,
+        EdgeKind.TEMPORAL_OSCILLATION,
+        EdgeKind.CONTEXT_PARTITION,
+    }
+)
+#: Edges that replace or put in doubt their target (the older memory).
+_REPLACES = frozenset({EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION})
+
+#: Sources that are the user speaking for themselves.
+_SELF_SOURCES = frozenset(
+    {"self-report", "self report", "user", "self", "your own account", "the user", "you"}
+)
+
+
+def max_risk(*tiers: RiskTier) -> RiskTier:
+    """The highest of ``tiers`` (``LOW`` when none are given)."""
+    return max(tiers, key=lambda t: _ORDER[t], default=RiskTier.LOW)
+
+
+def guarded(decision: Decision) -> bool:
+    """True when the guard overrode ``decision``'s action."""
+    return f"{GUARD_TAG} " in decision.rationale and _OVERRIDE in decision.rationale
+
+
+def _first_hand(memory: Memory) -> bool:
+    """Stated by the user themselves or by a written record."""
+    src = memory.source
+    if src is None or not src.strip():
+        return True
+    norm = _text.normalize_source(src)
+    return (
+        norm in _SELF_SOURCES
+        or src.strip().lower() in _SELF_SOURCES
+        or (_text.is_record_source(src))
+    )
+
+
+def _claims(decision: Decision, analysis: Analysis) -> list[str]:
+    """Ids of the memories the commit rests on (the resolution alone when one settles it)."""
+    known = analysis.memories
+    if "resolution" in decision.evidence:
+        return [i for i in decision.evidence["resolution"] if i in known]
+    return list(dict.fromkeys(i for ids in decision.evidence.values() for i in ids if i in known))
+
+
+def _voiding_edge(claim: str, analysis: Analysis) -> ConflictEdge | None:
+    """An active edge of the recalled cluster that disputes ``claim`` or replaces it.
+
+    Edges from a resolution to memories recorded before it are what it settles, not disputes.
+    """
+    cluster = analysis.cluster
+    if cluster is None:
+        return None
+    res = analysis.resolution
+    for e in cluster.edges:
+        if not e.active or claim not in (e.source_id, e.target_id):
+            continue
+        if e.kind in _REPLACES and e.target_id != claim:
+            continue  # the claim is the newer state
+        if e.kind not in _DISPUTES and e.kind not in _REPLACES:
+            continue
+        if res is not None and claim == res.id:
+            other = analysis.memories.get(e.target_id if e.source_id == claim else e.source_id)
+            if other is not None and other.created_at <= res.created_at:
+                continue
+        return e
+    return None
+
+
+def _why_not(decision: Decision, analysis: Analysis) -> str | None:
+    """Why a high-risk commit lacks positive evidence, or ``None`` when it has it."""
+    cluster = analysis.cluster
+    if cluster is not None and cluster.has_conflict and analysis.resolution is None:
+        return (
+            f"the recalled memories carry an unresolved {cluster.conflict_type.value} conflict"
+            + (f" ({cluster.unresolved})" if cluster.unresolved else "")
+        )
+    claims = _claims(decision, analysis)
+    if not claims:
+        return "the decision cites no recalled memory to commit to"
+    for claim in claims:
+        edge = _voiding_edge(claim, analysis)
+        if edge is not None:
+            return f"a {edge.kind.value} edge in the recalled cluster bears on memory {claim}"
+    stated = [i for i in claims if _first_hand(analysis.memories[i])]
+    if not stated:
+        sources = sorted({analysis.memories[i].source or "" for i in claims} - {""})
+        return (
+            "the claim comes only from "
+            + (", ".join(sources) or "an unnamed source")
+            + ", neither the user nor an authoritative record"
+        )
+    return None
+
+
+def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
+    """Enforce the risk floor and the high-risk commit rule on any backbone's decision.
+
+    Args:
+        decision: What a backbone decided (offline or model).
+        analysis: The offline analysis of the same memories and query.
+
+    Returns:
+        ``decision`` unchanged when it already holds, else a copy with the risk raised to the
+        analysis's and/or ``commit`` replaced by ``verify``, the reason appended to
+        ``rationale``.
+    """
+    risk = max_risk(analysis.risk, decision.risk)
+    update: dict[str, object] = {}
+    notes: list[str] = []
+    if risk is not decision.risk:
+        update["risk"] = risk
+        notes.append(
+            f"risk raised from {decision.risk.value} to {risk.value}: a backbone cannot lower "
+            "the risk the analysis found"
+        )
+    if risk is RiskTier.HIGH and decision.action is Action.COMMIT:
+        reason = _why_not(decision, analysis)
+        if reason is not None:
+            update["action"] = Action.VERIFY
+            if not decision.missing_information:
+                update["missing_information"] = (
+                    "confirmation from the user or the governing record that this is current"
+                )
+            notes.append(f"{_OVERRIDE}: high-stakes matter and no positive evidence ({reason})")
+    if not notes:
+        return decision
+    sep = " " if decision.rationale else ""
+    update["rationale"] = f"{decision.rationale}{sep}{GUARD_TAG} " + "; ".join(notes) + "."
+    return decision.model_copy(update=update)
+
+
+def realize_guarded(analysis: Analysis, decision: Decision) -> Response:
+    """The answer for a commit the guard turned into ``verify`` where no conflict was typed:
+    say what the memories hold and from whom, and what to confirm before acting."""
+    a = analysis
+    claims = _claims(decision, a) or a.relevant[:3]
+    lines = ["This is a high-stakes matter, so I'd confirm it before acting on it."]
+    if claims:
+        said = []
+        for i in claims[:3]:
+            m = a.memories[i]
+            who = f" ({m.source})" if m.source else ""
+            said.append(second_person(short(m.text, 30), a.subject) + who)
+        lines.append("What your memories say: " + "; ".join(said) + ".")
+    lines.append(
+        "That is not yet confirmed by you or by the governing record, so I wouldn't treat it "
+        "as settled."
+    )
+    question = "Can you confirm it is current, with the record or the person responsible?"
+    lines.append(question)
+    lines.append(
+        "If it is confirmed, we go ahead on it; if not, we hold off until whoever decides "
+        "this has been asked."
+    )
+    return Response(
+        text="\n".join(lines),
+        decision=decision,
+        cited_memory_ids=[i for i in claims if i in a.memories],
+        questions=[question],
+    )

@@ -1,0 +1,53 @@
+"""The blind corpus: the frozen test split is unchanged, and no persona crosses splits."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from caap.benchmark.dataset import STYLES, load_dataset
+from caap.benchmark.stale import load_stale_scenarios
+
+ROOT = Path(__file__).resolve().parents[2] / "caap" / "benchmark" / "data" / "blind"
+
+
+def _listed(split: str) -> dict[str, str]:
+    rows = (ROOT / split / f"{split.upper()}.sha256").read_text().splitlines()
+    return {name: digest for digest, name in (r.split("  ", 1) for r in rows if r.strip())}
+
+
+def test_test_split_is_frozen() -> None:
+    listed = _listed("test")
+    present = {
+        str(p.relative_to(ROOT / "test")): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((ROOT / "test").rglob("*.jsonl"))
+    }
+    assert present == listed, "the frozen test split changed: it may not be edited"
+
+
+def test_test_split_loads_with_styles_and_every_type() -> None:
+    instances = load_dataset(ROOT / "test" / "tangle")
+    assert len(instances) >= 160
+    assert {i.style for i in instances} == set(STYLES)
+    for kind in ("CPC", "BOC", "SCC", "NONE"):
+        assert sum(i.conflict_type == kind for i in instances) >= 40
+    scenarios = load_stale_scenarios(ROOT / "test" / "stale")
+    assert len(scenarios) >= 40
+    assert all(s.style in STYLES for s in scenarios)
+
+
+def _personas(split: str) -> set[str]:
+    out = {i.persona.id for i in load_dataset(ROOT / split / "tangle")}
+    out |= {s.persona.id for s in load_stale_scenarios(ROOT / split / "stale")}
+    return out
+
+
+@pytest.mark.parametrize("other", ["train", "dev"])
+def test_no_persona_crosses_splits(other: str) -> None:
+    if not (ROOT / other / "tangle").is_dir():
+        pytest.skip(f"no {other} split")
+    assert not _personas("test") & _personas(other)
+    if other == "dev" and (ROOT / "train" / "tangle").is_dir():
+        assert not _personas("train") & _personas("dev")

@@ -1,0 +1,235 @@
+"""The relation-layer interface: registry, verdict arithmetic, the rules layer, wiring."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from caap.benchmark.dataset import PAIR_RELATIONS
+from caap.conflict_graph import ConflictGraph, GraphConfig
+from caap.conflict_graph.relations import (
+    RELATIONS,
+    Facets,
+    MemoryView,
+    PairVerdict,
+    RelationLayer,
+    RiskVerdict,
+    edge_of,
+    get_relation_layer,
+    register_relation_layer,
+    relation_layer_names,
+    resolve_relations,
+)
+from caap.conflict_graph.rules import Node, VerdictLookup, newer_older, verdict_timeline
+from caap.conflict_graph.stale import verdict_stale_edges
+from caap.models import EdgeKind, Memory, RiskTier
+
+
+def test_vocabulary_is_the_datasets_pair_labels() -> None:
+    assert RELATIONS == PAIR_RELATIONS
+
+
+def test_from_probs_takes_the_argmax_and_fills_missing_relations() -> None:
+    v = PairVerdict.from_probs({"agree": 0.2, "supersedes": 0.7}, "newer job")
+    assert v.relation == "supersedes"
+    assert v.confidence == pytest.approx(0.7)
+    assert set(v.probs) == set(RELATIONS)
+    assert v.probs["unrelated"] == 0.0
+    with pytest.raises(ValueError, match="unknown relations"):
+        PairVerdict.from_probs({"contradicts": 1.0})
+
+
+def test_edge_of_is_a_pure_threshold() -> None:
+    sure = PairVerdict.from_probs({"context_partition": 0.8, "agree": 0.2}, "home vs office")
+    assert edge_of(sure) == (EdgeKind.CONTEXT_PARTITION, "home vs office")
+    assert edge_of(sure, minimum=0.9) is None
+    # Temporal and stale relations need time order: not decided pairwise here.
+    assert edge_of(PairVerdict.certain("supersedes")) is None
+    assert edge_of(PairVerdict.certain("unrelated")) is None
+
+
+def test_registry_names_and_errors() -> None:
+    assert {"rules", "learned", "llm"} <= set(relation_layer_names())
+    with pytest.raises(ValueError, match="not a relation layer"):
+        get_relation_layer("nope")
+    with pytest.raises(TypeError, match="relations must be"):
+        resolve_relations(42)  # type: ignore[arg-type]
+    layer = get_relation_layer("rules")
+    assert resolve_relations(layer) is layer
+    assert isinstance(layer, RelationLayer)
+
+
+def test_rules_layer_reads_sources_contexts_and_risk() -> None:
+    layer = get_relation_layer("rules")
+    facets = layer.facets(
+        ["According to her GP, Dana takes 5 mg daily.", "When it rains Dana stays in."]
+    )
+    assert all(isinstance(f, Facets) for f in facets)
+    assert facets[0].source is not None and facets[0].source_confidence == 1.0
+    assert facets[1].context is not None and facets[1].context_confidence == 1.0
+    a = MemoryView("a", "x", source="her GP")
+    b = MemoryView("b", "y", source="the pharmacy label")
+    c = MemoryView("c", "z", context="at home")
+    d = MemoryView("d", "w", context="at the office")
+    verdicts = layer.relate([(a, b), (c, d), (MemoryView("e", "p"), MemoryView("f", "q"))])
+    assert [v.relation for v in verdicts] == [
+        "source_contradiction",
+        "context_partition",
+        "unrelated",
+    ]
+    tier, conf = layer.risk("What dose of insulin should I take?", [])
+    assert tier is RiskTier.HIGH and conf == 1.0
+    assert layer.risk("", ["likes jazz"]).tier is RiskTier.LOW
+
+
+def test_rules_layer_agrees_on_near_identical_values() -> None:
+    layer = get_relation_layer("rules")
+    v = np.ones(4, dtype=np.float32) / 2
+    a = MemoryView("a", "x", source="her GP", vector=v)
+    b = MemoryView("b", "y", source="the pharmacy", vector=v)
+    assert layer.relate([(a, b)])[0].relation == "agree"
+
+
+class _Scripted:
+    """A layer that says one relation for every pair and counts its calls."""
+
+    name = "scripted"
+
+    def __init__(self, relation: str) -> None:
+        self.relation = relation
+        self.calls: list[int] = []
+        self._rules = get_relation_layer("rules")
+
+    def facets(self, texts: Sequence[str], *, subject: set[str] | None = None) -> list[Facets]:
+        return self._rules.facets(texts, subject=subject)
+
+    def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
+        self.calls.append(len(pairs))
+        return [PairVerdict.certain(self.relation, "scripted") for _ in pairs]  # type: ignore[arg-type]
+
+    def risk(self, query: str, texts: Sequence[str]) -> RiskVerdict:
+        return RiskVerdict(RiskTier.HIGH, 0.9, ("scripted",))
+
+
+def test_graph_types_edges_only_from_the_layers_verdicts(embedder: object) -> None:
+    layer = _Scripted("source_contradiction")
+    g = ConflictGraph("u", embedder, relations=layer)  # type: ignore[arg-type]
+    g.add_many(
+        [
+            Memory(user_id="u", text="Sam drinks black coffee every morning.", source="Sam"),
+            Memory(user_id="u", text="Sam drinks coffee with oat milk.", source="his sister"),
+        ]
+    )
+    kinds = {e.kind for e in g.edges()}
+    assert kinds == {EdgeKind.SOURCE_CONTRADICTION}
+    assert layer.calls == [1]
+    cluster = g.clusters()[0]
+    assert cluster.risk is RiskTier.HIGH  # the layer's risk, not keyword rules
+
+
+def test_pairwise_layer_invalidates_without_a_dependency_map(embedder: object) -> None:
+    layer = _Scripted("invalidates")
+    layer.pairwise = True  # type: ignore[attr-defined]
+    g = ConflictGraph("u", embedder, relations=layer)  # type: ignore[arg-type]
+    old = Memory(user_id="u", text="I cycle to work every day.", observed_at=datetime(2024, 3, 1))
+    new = Memory(
+        user_id="u", text="The doctor found a heart condition.", observed_at=datetime(2024, 9, 1)
+    )
+    g.add_many([old, new])
+    [e] = [e for e in g.edges() if e.kind is EdgeKind.PROPAGATED_INVALIDATION]
+    assert (e.source_id, e.target_id) == (new.id, old.id)
+    assert g.validity(old.id).invalidated_by == (new.id,)
+
+
+def test_registered_factory_is_used_by_name(embedder: object) -> None:
+    register_relation_layer("scripted-agree", lambda **_: _Scripted("agree"))
+    g = ConflictGraph("u", embedder, config=GraphConfig(relations="scripted-agree"))  # type: ignore[arg-type]
+    assert g.relations.name == "scripted"
+
+
+# -- pure decisions over verdicts ---------------------------------------------------------
+def _n(i: str, day: int | None = None, order: float = 0.0) -> Node:
+    when = datetime(2024, 1, day, tzinfo=timezone.utc) if day else None
+    return Node(i, i, None, None, when, when.timestamp() if when else order)
+
+
+def _lookup(table: dict[frozenset[str], PairVerdict]) -> VerdictLookup:
+    return lambda a, b: table.get(frozenset((a, b)))
+
+
+def test_newer_older_uses_world_time_then_write_order() -> None:
+    a, b = _n("a", day=5), _n("b", day=2)
+    assert newer_older(b, a) == (a, b)
+    c, d = _n("c", order=1.0), _n("d", order=2.0)
+    assert newer_older(c, d) == (d, c)
+
+
+def test_verdict_timeline_reads_oscillation_and_supersession() -> None:
+    nodes = [_n("a", 1), _n("b", 2), _n("c", 3)]
+    cfg = GraphConfig()
+    osc = _lookup(
+        {
+            frozenset("ab"): PairVerdict.certain("temporal_change"),
+            frozenset("bc"): PairVerdict.certain("temporal_change"),
+            frozenset("ac"): PairVerdict.certain("agree"),
+        }
+    )
+    r = verdict_timeline(nodes, osc, cfg)
+    assert r.oscillates and not r.superseded
+    assert {(e.source_id, e.target_id) for e in r.edges} == {("b", "a"), ("c", "b")}
+    assert [p.members for p in r.phases] == [("a",), ("b",), ("c",)]
+    sup = _lookup({frozenset("ac"): PairVerdict.certain("supersedes")})
+    r = verdict_timeline(nodes, sup, cfg)
+    assert r.superseded and not r.oscillates
+    [e] = r.edges
+    assert (e.kind, e.source_id, e.target_id) == (EdgeKind.SUPERSEDES, "c", "a")
+    assert e.invalid_at == nodes[2].when
+    # Below the confidence threshold nothing is read.
+    weak = _lookup({frozenset("ac"): PairVerdict.from_probs({"supersedes": 0.4, "agree": 0.3})})
+    assert verdict_timeline(nodes, weak, cfg).edges == ()
+
+
+def test_verdict_stale_edges_cross_aspect_only_and_directed_by_time() -> None:
+    change, habit, same = _n("change", 9), _n("habit", 1), _n("same", 2)
+    aspects = {"change": "health", "habit": "diet", "same": "health"}
+    table = {
+        frozenset(("change", "habit")): PairVerdict.certain("invalidates", "rules it out"),
+        frozenset(("change", "same")): PairVerdict.certain("supersedes"),
+    }
+    out = verdict_stale_edges(habit, [change, same], _lookup(table), aspects, GraphConfig())
+    assert [(e.kind, e.source_id, e.target_id) for e in out] == [
+        (EdgeKind.PROPAGATED_INVALIDATION, "change", "habit")
+    ]
+    out = verdict_stale_edges(change, [habit, same], _lookup(table), aspects, GraphConfig())
+    # "same" shares the change's aspect: its timeline reads that supersession, not this.
+    assert [e.target_id for e in out] == ["habit"]
+    aspects["habit"] = "health"
+    out = verdict_stale_edges(change, [habit], _lookup(table), aspects, GraphConfig())
+    assert [e.kind for e in out] == [EdgeKind.PROPAGATED_INVALIDATION]
+
+
+# -- the learned layer -----------------------------------------------------------------------
+def test_learned_layer_loads_shipped_weights_and_gives_distributions(embedder: object) -> None:
+    layer = get_relation_layer("learned", embedder=embedder)
+    assert layer.name == "learned"
+    assert layer.card["relations"] == list(RELATIONS)  # type: ignore[attr-defined]
+    fs = layer.facets(["My GP says I should take 5 mg.", "On workdays I skip breakfast."])
+    assert all(0.0 <= f.source_confidence <= 1.0 for f in fs)
+    a = MemoryView("a", "I take the bus to work every day.")
+    b = MemoryView("b", "My sister collects vintage stamps.")
+    [v] = layer.relate([(a, b)])
+    assert sum(v.probs.values()) == pytest.approx(1.0, abs=1e-4)
+    assert v.relation in RELATIONS and v.evidence.startswith("pair model")
+    r = layer.risk("Can you book my flight?", [])
+    assert r.tier in set(RiskTier) and 0.0 <= r.confidence <= 1.0
+
+
+def test_learned_layer_rejects_incomplete_weights(tmp_path: Path, embedder: object) -> None:
+    bad = tmp_path / "w.npz"
+    np.savez(bad, pair_w=np.zeros((3, 7)))
+    with pytest.raises(ValueError, match="lack arrays"):
+        get_relation_layer("learned", weights=bad, embedder=embedder)
