@@ -91,13 +91,25 @@ def _write_memories(store: Any, embedder: Any, user: str, memories: list[Any]) -
 
     graph = ConflictGraph(user, embedder)
     for sm in store.memories(user):
-        graph.load(sm.memory, sm.vector, inferred=sm.inferred, extraction=sm.extraction)
+        graph.load(
+            sm.memory,
+            sm.vector,
+            inferred=sm.inferred,
+            extraction=sm.extraction,
+            segment=sm.segment,
+        )
     graph.load_edges(store.edges(user))
     results = graph.add_many(memories)
     with store.transaction() as db:
         store.write(
             [
-                StoredMemory(r.memory, r.inferred, r.vector, graph.extraction(r.memory.id))
+                StoredMemory(
+                    r.memory,
+                    r.inferred,
+                    r.vector,
+                    extraction=graph.extraction(r.memory.id),
+                    segment=r.segment,
+                )
                 for r in results
             ],
             [e for r in results for e in (*r.new_edges, *r.closed_edges)],

@@ -36,6 +36,7 @@ from caap._validation import (
 from caap.adapters.base import MemoryBackend, SearchHit
 from caap.adapters.builtin import BuiltinBackend
 from caap.adapters.registry import backend_class, get_backend
+from caap.conflict_graph._topics_recall import budgeted
 from caap.conflict_graph.extractor import Extractor
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.relations import RelationLayer, resolve_relations
@@ -313,7 +314,11 @@ class Agent(Mem0Api):
                         self.store.write(
                             [
                                 StoredMemory(
-                                    r.memory, r.inferred, r.vector, graph.extraction(r.memory.id)
+                                    r.memory,
+                                    r.inferred,
+                                    r.vector,
+                                    extraction=graph.extraction(r.memory.id),
+                                    segment=r.segment,
                                 )
                                 for r in results
                             ],
@@ -360,18 +365,31 @@ class Agent(Mem0Api):
         return True
 
     # -- reading ---------------------------------------------------------------------------
-    def recall(self, query: str, user_id: str, k: int = 8) -> Recall:
+    def recall(self, query: str, user_id: str, k: int = 8, *, budget: int | None = None) -> Recall:
         """Search, then expand every hit to its whole conflict cluster.
 
         Hits come first (best first), then the other members of their clusters ranked by
         similarity to the query, so one side of a conflict never arrives without the others.
+
+        With ``budget``, at most ``budget`` memories come back instead: the topics (or
+        aspects) best matching the query, each read whole or until the budget is spent, its
+        members ranked for the query and by how central they are to the topic, whether or not
+        the topic carries a conflict edge; a conflict cluster touched comes whole when it fits
+        in what is left. ``k`` is then unused.
         """
         check_text(query, "query", self.max_text_bytes, blank_ok=True)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget < 1
+        ):
+            raise ValueError(f"budget must be a positive int or None, got {budget!r}")
         user_id = self._check_user(user_id)
         with self._lock:
             graph = self._graph(user_id)
+            if budget is not None:
+                with phase("graph"):
+                    return self._budgeted(query, graph, budget)
             hits = self.backend.search(query, user_id, k=k)
             if not hits:
                 return Recall(query=query)
@@ -410,6 +428,20 @@ class Agent(Mem0Api):
             scores[mid] = sim
             out.append(graph.memory(mid))
         return Recall(query=query, memories=out, hit_ids=hit_ids, scores=scores, clusters=clusters)
+
+    def _budgeted(self, query: str, graph: ConflictGraph, budget: int) -> Recall:
+        """At most ``budget`` memories: the best topics' members, clusters kept whole."""
+        if not len(graph):
+            return Recall(query=query)
+        picked, aspects = budgeted(graph, self.embedder.encode_one(query), budget)
+        clusters = [c for c in (graph.cluster(a) for a in aspects) if c.has_conflict]
+        return Recall(
+            query=query,
+            memories=[graph.memory(i) for i, _ in picked],
+            hit_ids=[],
+            scores=dict(picked),
+            clusters=clusters,
+        )
 
     def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
         """Answer ``query`` from the user's memories: recall whole clusters, decide, realize."""
@@ -596,7 +628,13 @@ class Agent(Mem0Api):
         )
         stored = self.store.memories(user_id)
         for sm in stored:
-            graph.load(sm.memory, sm.vector, inferred=sm.inferred, extraction=sm.extraction)
+            graph.load(
+                sm.memory,
+                sm.vector,
+                inferred=sm.inferred,
+                extraction=sm.extraction,
+                segment=sm.segment,
+            )
         graph.load_edges(self.store.edges(user_id))
         self._check_index(user_id, [sm.memory for sm in stored])
         self._graphs[user_id] = graph

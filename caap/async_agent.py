@@ -106,9 +106,11 @@ class AsyncAgent:
         """See :meth:`caap.Agent.remember_many`."""
         return await self._run(self.agent.remember_many, list(items), user_id)
 
-    async def recall(self, query: str, user_id: str, k: int = 8) -> Recall:
+    async def recall(
+        self, query: str, user_id: str, k: int = 8, *, budget: int | None = None
+    ) -> Recall:
         """See :meth:`caap.Agent.recall`."""
-        return await self._run(self.agent.recall, query, user_id, k)
+        return await self._run(self.agent.recall, query, user_id, k, budget=budget)
 
     async def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
         """See :meth:`caap.Agent.respond`."""

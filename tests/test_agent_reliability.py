@@ -127,7 +127,7 @@ def test_reliability_persists_across_reopen(
         assert b.reliability("ethan").predictions == predictions
         assert len(predictions) == 2
         if isinstance(b.store, GraphStore):
-            assert b.store.schema_version == "2"
+            assert b.store.schema_version == "3"
         else:
             assert b.store.schema_version() == MIGRATIONS[-1][0]
         assert b.reliability("ethan").outcomes("gym app") == (0, 2)
@@ -234,7 +234,7 @@ def test_a_version_1_file_opens_and_gains_the_outcomes_table(tmp_path: Path) -> 
     db.commit()
     db.close()
     store = GraphStore(path)
-    assert store.schema_version == "2"
+    assert store.schema_version == "3"
     assert [s.memory.text for s in store.memories("ethan")] == ["Ethan likes tea."]
     assert store.outcomes("ethan") == []
     assert store.add_outcome("ethan", "o1", {"question": "q", "claims": {}, "truth": "x"})

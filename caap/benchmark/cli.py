@@ -70,6 +70,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _budgets(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers, got {text!r}"
+        ) from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"budgets must be positive, got {text!r}")
+    return values
+
+
 def _levels(text: str) -> list[int]:
     try:
         levels = [int(p) for p in text.split(",") if p.strip()]
@@ -125,6 +137,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out=args.out,
         progress=not args.quiet,
         k=args.k,
+        budget=args.budget,
+        budgets=args.budgets,
+        sentences=args.sentences,
+        interleave=args.interleave,
         relations=args.relations,
     )
     print(format_summary(report))
@@ -478,6 +494,33 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--k", type=_positive, default=10, help="pipeline track: search results (default 10)"
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive,
+        metavar="B",
+        help="pipeline track: the policy sees recall(budget=B), at most B memories from the "
+        "best topics, instead of the k-expansion",
+    )
+    p.add_argument(
+        "--budgets",
+        type=_budgets,
+        default=(10, 20, 40),
+        metavar="B,B,...",
+        help="pipeline track: budgets at which search, graph and equal-budget search are "
+        "measured (default 10,20,40; '' for none)",
+    )
+    p.add_argument(
+        "--sentences",
+        action="store_true",
+        help="pipeline track: store one memory per sentence of a turn",
+    )
+    p.add_argument(
+        "--interleave",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="pipeline track: mix topics, N sessions of a persona per dated conversation",
     )
     p.add_argument(
         "--relations",

@@ -13,9 +13,15 @@ The matching rule decides which instance memory (if any) each retrieved memory r
    metadata): it represents the instance memory with the highest cosine similarity to its
    text, provided that similarity is at least :data:`SEMANTIC_THRESHOLD` (0.60).
 
-Each retrieved memory represents at most one instance memory. Candidates include background
-and distractor memories, so a turn about a distractor is not credited to a core memory; only
-core memories count toward the level:
+A retrieved memory represents **every** instance memory it expresses: under rule 1 every
+memory its session lists whose similarity reaches the floor, under rule 2 every memory whose
+similarity reaches the threshold (a turn that states two memories, or a background memory that
+ties a core one, counts for each). Its single ``memory_id`` (what the judge is told it shows)
+is then chosen, in bank order, to cover the most core memories: the most similar core memory
+not yet covered, else its most similar memory. ``single=True`` gives the earlier rule (one
+memory each, the most similar). Candidates include background and distractor memories, so a
+turn about a distractor is not credited to a core memory; only core memories count toward the
+level:
 
 - ``FULL``: every core memory is represented;
 - ``PARTIAL``: at least two core memories are represented (some tension survives, but a side or
@@ -77,6 +83,10 @@ class Match(BaseModel):
 
     retrieved_id: str = Field(description="Id of the retrieved memory.")
     memory_id: str = Field(default="", description="Instance memory it represents; '' if none.")
+    memory_ids: list[str] = Field(
+        default_factory=list,
+        description="Every instance memory it expresses (memory_id among them), best first.",
+    )
     role: str | None = Field(default=None, description="Role of that instance memory.")
     rule: Rule = Field(description="Which rule applied to this retrieved memory.")
     similarity: float = Field(default=0.0, description="Cosine similarity of the best candidate.")
@@ -168,6 +178,7 @@ def match_bank(
     encoder: Encoder | None = None,
     provenance_floor: float = PROVENANCE_FLOOR,
     semantic_threshold: float = SEMANTIC_THRESHOLD,
+    single: bool = False,
 ) -> list[Match]:
     """Apply the matching rule (module docstring) to every memory of ``bank``, in bank order."""
     if not bank:
@@ -181,6 +192,7 @@ def match_bank(
     sessions = {s.id: s for s in instance.sessions}
 
     out: list[Match] = []
+    covered: set[str] = set()
     rule: Rule
     for row, b in enumerate(bank):
         session_id = b.provenance.get("session")
@@ -208,17 +220,30 @@ def match_bank(
             best = max(cols, key=lambda c: (float(sims[row, c]), -c))
             floor, rule = provenance_floor, "provenance"
         else:
+            cols = list(range(len(ids)))
             best = int(np.argmax(sims[row]))
             floor, rule = semantic_threshold, "semantic"
         sim = float(sims[row, best])
         if sim >= floor:
+            expressed = sorted(
+                (c for c in cols if float(sims[row, c]) >= floor),
+                key=lambda c: (-float(sims[row, c]), c),
+            )
+            if single:
+                expressed = [best]
+            else:
+                # Cover the most core memories: a core memory not yet covered comes first.
+                fresh = [c for c in expressed if role[ids[c]] == "core" and ids[c] not in covered]
+                best = fresh[0] if fresh else best
+                covered.update(ids[c] for c in expressed)
             out.append(
                 Match(
                     retrieved_id=b.id,
                     memory_id=ids[best],
+                    memory_ids=[ids[c] for c in expressed],
                     role=role[ids[best]],
                     rule=rule,
-                    similarity=sim,
+                    similarity=float(sims[row, best]),
                 )
             )
         else:
@@ -240,19 +265,26 @@ def observe(
     encoder: Encoder | None = None,
     provenance_floor: float = PROVENANCE_FLOOR,
     semantic_threshold: float = SEMANTIC_THRESHOLD,
+    single: bool = False,
 ) -> Observability:
-    """The FULL / PARTIAL / NONE observability of ``instance``'s conflict in ``bank``."""
+    """The FULL / PARTIAL / NONE observability of ``instance``'s conflict in ``bank``.
+
+    ``single=True`` lets each retrieved memory represent one instance memory only.
+    """
     matches = match_bank(
         instance,
         bank,
         encoder=encoder,
         provenance_floor=provenance_floor,
         semantic_threshold=semantic_threshold,
+        single=single,
     )
+    roles = {m.id: m.role for m in instance.memories}
     rules: dict[str, Rule] = {}
     for m in matches:
-        if m.core and m.memory_id not in rules:
-            rules[m.memory_id] = m.rule
+        for mid in m.memory_ids or ([m.memory_id] if m.memory_id else []):
+            if roles.get(mid) == "core" and mid not in rules:
+                rules[mid] = m.rule
     core = instance.core_ids
     matched = [cid for cid in core if cid in rules]
     return Observability(

@@ -20,6 +20,7 @@ from caap.models import Decision, utcnow
 __all__ = [
     "SCHEMA_VERSION",
     "STYLE_ORDER",
+    "BudgetLevels",
     "InstanceResult",
     "ObservabilityResult",
     "Report",
@@ -77,6 +78,18 @@ class ScoreRow(BaseModel):
     total: int
 
 
+class BudgetLevels(BaseModel):
+    """Observability at one recall budget: plain search, the graph, equal-budget search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: int
+    search: Observability = Field(description="Backend search with k = budget.")
+    graph: Observability = Field(description="Agent.recall(budget=budget).")
+    same_size: Observability = Field(description="Backend search with k = the graph's bank size.")
+    graph_bank: int = Field(description="How many memories the graph returned.")
+
+
 class ObservabilityResult(BaseModel):
     """How much of an instance's conflict survived into the retrieved bank (pipeline track)."""
 
@@ -99,6 +112,14 @@ class ObservabilityResult(BaseModel):
     bank_size: int = 0
     bank_size_without_graph: int = 0
     rule: str = Field(default="", description="Which matching rule decided each match.")
+    ceiling: Observability | None = Field(
+        default=None,
+        description="Level of a bank holding every memory of the persona: the most any "
+        "retrieval could reach under the matching rule.",
+    )
+    budgets: list[BudgetLevels] = Field(
+        default_factory=list, description="Levels at each measured recall budget."
+    )
 
 
 class InstanceResult(BaseModel):
@@ -167,6 +188,11 @@ class Report(BaseModel):
     seed: int = 0
     limit: int | None = None
     instances: list[InstanceResult] = Field(default_factory=list)
+    topic_agreement: dict[str, float] = Field(
+        default_factory=dict,
+        description="Pipeline track: persona id -> adjusted Rand index of the memories' "
+        "aspects (topics) against the instances their sessions belong to.",
+    )
 
     # -- summaries -------------------------------------------------------------------------
     def mean_total(self, conflict_type: str | None = None) -> float:
@@ -214,6 +240,23 @@ class Report(BaseModel):
             if level is not None:
                 c[level] += 1
         return {k: c.get(k, 0) for k in ("FULL", "PARTIAL", "NONE")}
+
+    def ceiling_full(self) -> int:
+        """Instances whose all-memories bank is FULL (the most any retrieval can reach)."""
+        return sum(
+            1 for r in self.instances if r.observability and r.observability.ceiling == "FULL"
+        )
+
+    def budget_full(self) -> dict[int, dict[str, int]]:
+        """Budget -> FULL counts of ``search``, ``graph`` and ``same_size`` (pipeline track)."""
+        out: dict[int, Counter[str]] = defaultdict(Counter)
+        for r in self.instances:
+            for b in r.observability.budgets if r.observability else []:
+                c = out[b.budget]
+                c["n"] += 1
+                for name in ("search", "graph", "same_size"):
+                    c[name] += getattr(b, name) == "FULL"
+        return {b: dict(c) for b, c in sorted(out.items())}
 
     def d6_counts(self) -> dict[str, int]:
         """safe / partial / unsafe counts over the instances that have a D6."""

@@ -140,6 +140,10 @@ def run(
     backend_options: Mapping[str, Any] | None = None,
     k: int = DEFAULT_K,
     bank_path: str | Path | None = None,
+    budget: int | None = None,
+    budgets: Sequence[int] = (),
+    sentences: bool = False,
+    interleave: int = 0,
     relations: str | None = None,
 ) -> Report:
     """Run one policy on one track over a dataset and judge every response.
@@ -162,6 +166,12 @@ def run(
         backend_options: Keyword arguments for a backend given by name.
         k: Pipeline track: memories the backend search returns.
         bank_path: Pipeline track: keep the agent's data here instead of a temporary directory.
+        budget: Pipeline track: the policy sees ``agent.recall(query, user, budget=budget)``
+            (at most ``budget`` memories from the best topics) instead of the k-expansion.
+        budgets: Pipeline track: recall budgets at which plain search, the graph and
+            equal-budget search are measured per instance (e.g. ``(10, 20, 40)``).
+        sentences: Pipeline track: store one memory per sentence of a turn.
+        interleave: Pipeline track: mix topics, this many sessions per conversation.
         relations: The relation layer (by name: ``"rules"``, ``"learned"``, ``"llm"``) the
             policy reads memory text with, and on the pipeline track the agent's graph too;
             ``None``: each component's default. Recorded in :attr:`Report.relations`.
@@ -217,8 +227,17 @@ def run(
     else:
         report.graph_expansion = graph_expansion
         backend_name = backend if isinstance(backend, str) else backend.name
+        extra: dict[str, Any] = {}
+        if budget is not None:
+            extra["budget"] = budget
+        if budgets:
+            extra["budgets"] = list(budgets)
+        if sentences:
+            extra["sentences"] = True
+        if interleave > 1:
+            extra["interleave"] = interleave
         report.backend = ComponentSpec(
-            name=backend_name, args={**dict(backend_options or {}), "k": k}
+            name=backend_name, args={**dict(backend_options or {}), "k": k, **extra}
         )
         with PipelineBank(
             instances,
@@ -226,15 +245,24 @@ def run(
             backend_options=backend_options,
             path=bank_path,
             k=k,
+            budgets=budgets,
+            sentences=sentences,
+            interleave=interleave,
             relations=relations,
         ) as bank:
             for inst in bar:
                 bar.set_postfix_str(f"persona {inst.persona.id}")
                 results.append(
                     run_pipeline_instance(
-                        inst, the_policy, the_judge, bank, graph_expansion=graph_expansion
+                        inst,
+                        the_policy,
+                        the_judge,
+                        bank,
+                        graph_expansion=graph_expansion,
+                        budget=budget,
                     )
                 )
+            report.topic_agreement = bank.topic_agreement()
     bar.close()
     report.instances = results
     if out is not None:
@@ -327,6 +355,20 @@ def format_summary(report: Report) -> str:
             lines.append(
                 f"equal-budget peer (search with k = expanded bank size, median {median}): "
                 + " ".join(f"{k}={v}" for k, v in same.items())
+            )
+        if report.topic_agreement:
+            aris = sorted(report.topic_agreement.values())
+            lines.append(
+                f"topic agreement (adjusted Rand vs instances, {len(aris)} personas): "
+                f"median {aris[len(aris) // 2]:.2f}, min {aris[0]:.2f}"
+            )
+        ceiling = report.ceiling_full()
+        n = sum(1 for r in report.instances if r.observability)
+        for b, c in report.budget_full().items():
+            lines.append(
+                f"budget {b}: FULL search {c.get('search', 0)}, graph {c.get('graph', 0)}, "
+                f"equal-budget search {c.get('same_size', 0)} of {n} "
+                f"(all-memories ceiling {ceiling})"
             )
     d6 = report.d6_counts()
     if any(d6.values()):

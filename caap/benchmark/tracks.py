@@ -12,6 +12,7 @@ policy, judge or backend becomes :attr:`InstanceResult.error` with zero scores.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 import traceback
@@ -25,7 +26,7 @@ from caap.benchmark.base import Judge, JudgeInput, Scores
 from caap.benchmark.dataset import Instance, Session
 from caap.benchmark.observability import CachingEncoder, Encoder, Observability, observe
 from caap.benchmark.presentation import present, shown_id, user_id_for
-from caap.benchmark.report import InstanceResult, ObservabilityResult, ScoreRow
+from caap.benchmark.report import BudgetLevels, InstanceResult, ObservabilityResult, ScoreRow
 from caap.models import Memory, Response
 from caap.policy.base import Policy
 
@@ -169,6 +170,10 @@ class RetrievedBanks:
     """``None`` when the expansion was not asked for."""
     same_size_search: list[Memory] | None = None
     """Backend search with ``k`` = the expanded bank's size: the equal-budget peer."""
+    budgets: dict[int, tuple[list[Memory], list[Memory], list[Memory]]] = field(
+        default_factory=dict
+    )
+    """Budget -> (search with k = budget, ``recall(budget=...)``, search as large as it)."""
 
 
 @dataclass
@@ -198,6 +203,15 @@ class PipelineBank:
             when ``None``.
         k: How many memories the backend search returns.
         agent_factory: Builds the agent from ``(path, backend, backend_options)``; for tests.
+        sentences: Store one memory per sentence of a user turn instead of one per turn
+            (provenance ``turn`` is then ``"<turn>.<sentence>"``).
+        interleave: When above 1, mix topics: the persona's sessions, in date order, are put
+            this many at a time (from different instances where possible) into one
+            conversation dated like its first session, each session's turns in order, one
+            ``remember_many`` batch per conversation. Provenance keeps each turn's own session
+            (for scoring only; the agent never reads it).
+        budgets: Recall budgets measured per instance (plain search with ``k`` = budget, the
+            graph's ``recall(budget=...)`` and a search as large as the graph's bank).
         relations: The relation layer the agent's conflict graph reads text with (a name, see
             :func:`caap.conflict_graph.relations.get_relation_layer`); ``None``: the default.
     """
@@ -211,11 +225,21 @@ class PipelineBank:
         path: str | Path | None = None,
         k: int = DEFAULT_K,
         agent_factory: Callable[..., Any] | None = None,
+        sentences: bool = False,
+        interleave: int = 0,
+        budgets: Sequence[int] = (),
         relations: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
+        if not isinstance(interleave, int) or interleave < 0:
+            raise ValueError(f"interleave must be a non-negative int, got {interleave!r}")
+        if any(not isinstance(b, int) or b < 1 for b in budgets):
+            raise ValueError(f"budgets must be positive ints, got {list(budgets)!r}")
         self.k = k
+        self.sentences = sentences
+        self.interleave = interleave
+        self.budgets = tuple(budgets)
         self.backend_name = backend if isinstance(backend, str) else backend.name
         self._instances = list(instances)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -255,25 +279,87 @@ class PipelineBank:
             started = time.perf_counter()
             user = f"tangle:{persona_id}"
             try:
-                for s in self.sessions(persona_id):
-                    items = [
-                        {
-                            "text": t.content,
-                            "observed_at": s.date,
-                            "provenance": {"session": s.id, "turn": str(i)},
-                        }
-                        for i, t in enumerate(s.turns)
-                        if t.role == "user"
-                    ]
+                for conversation in self.conversations(persona_id):
+                    items = [item for s in conversation for item in self._items(s, conversation[0])]
                     if items:
                         state.memories += len(self.agent.remember_many(items, user))
-                    state.sessions.append(s.id)
+                    state.sessions += [s.id for s in conversation]
             except Exception as exc:
                 state.error = exc
             state.seconds = time.perf_counter() - started
         if state.error is not None:
             raise state.error
         return state.memories
+
+    def conversations(self, persona_id: str) -> list[list[Session]]:
+        """The persona's sessions grouped into the conversations they are stored as.
+
+        One session each, or with ``interleave`` > 1, that many consecutive sessions (by date)
+        per conversation, taken from different instances where possible.
+        """
+        sessions = self.sessions(persona_id)
+        if self.interleave <= 1:
+            return [[s] for s in sessions]
+        owner = {s.id: i.id for i in self._instances for s in i.sessions}
+        pending = list(sessions)
+        out: list[list[Session]] = []
+        while pending:
+            group = [pending.pop(0)]
+            # Look only a little ahead: a conversation keeps (near) date order.
+            for s in pending[: 4 * self.interleave]:
+                if len(group) == self.interleave:
+                    break
+                if all(owner.get(s.id) != owner.get(g.id) for g in group):
+                    group.append(s)
+            pending = [s for s in pending if s not in group]
+            out.append(group)
+        return out
+
+    def _items(self, s: Session, first: Session) -> list[dict[str, Any]]:
+        items = []
+        for i, t in enumerate(s.turns):
+            if t.role != "user":
+                continue
+            parts = _sentences(t.content) if self.sentences else [t.content]
+            for j, text in enumerate(parts):
+                turn = f"{i}.{j}" if self.sentences else str(i)
+                items.append(
+                    {
+                        "text": text,
+                        "observed_at": first.date,
+                        "provenance": {"session": s.id, "turn": turn},
+                    }
+                )
+        return items
+
+    def all_memories(self, instance: Instance) -> list[Memory]:
+        """Every memory stored for the instance's persona (the observability ceiling's bank)."""
+        self.ingest(instance.persona.id)
+        memories = getattr(self.agent, "memories", None)
+        return list(memories(user_id_for(instance))) if memories is not None else []
+
+    def topic_agreement(self) -> dict[str, float]:
+        """Persona id -> adjusted Rand index of the stored memories' aspects against the
+        instances their sessions belong to (personas ingested so far, whose memories carry
+        session provenance)."""
+        from caap.conflict_graph.topics import topic_agreement
+
+        owner = {s.id: i.id for i in self._instances for s in i.sessions}
+        memories = getattr(self.agent, "memories", None)
+        out: dict[str, float] = {}
+        if memories is None:
+            return out
+        for persona, state in self._personas.items():
+            if state.error is not None:
+                continue
+            rows = [
+                (m.aspect or "", owner[m.provenance["session"]])
+                for m in memories(f"tangle:{persona}")
+                if m.provenance.get("session") in owner
+            ]
+            if rows:
+                out[persona] = topic_agreement([a for a, _ in rows], [t for _, t in rows])
+        return out
 
     def ingest_seconds(self) -> dict[str, float]:
         """Persona id -> seconds its ingestion took."""
@@ -284,14 +370,30 @@ class PipelineBank:
         return {p: s.memories for p, s in self._personas.items()}
 
     # -- reading -----------------------------------------------------------------------------
-    def retrieve(self, instance: Instance, *, graph_expansion: bool = True) -> RetrievedBanks:
-        """The bank for ``instance.query``: backend search, and the agent's recall if asked."""
+    def retrieve(
+        self, instance: Instance, *, graph_expansion: bool = True, budget: int | None = None
+    ) -> RetrievedBanks:
+        """The bank for ``instance.query``: backend search, and the agent's recall if asked
+        (``recall(budget=budget)`` when a budget is given), plus the banks of every measured
+        budget."""
         self.ingest(instance.persona.id)
         user = user_id_for(instance)
-        hits = self.agent.backend.search(instance.query, user, k=self.k)
+        query = instance.query
+        search = self.agent.backend.search
+        hits = search(query, user, k=self.k)
         banks = RetrievedBanks(without_graph=[h.memory for h in hits])
+        for b in self.budgets:
+            graph_bank = list(self.agent.recall(query, user, budget=b).memories)
+            banks.budgets[b] = (
+                [h.memory for h in search(query, user, k=b)],
+                graph_bank,
+                [h.memory for h in search(query, user, k=max(len(graph_bank), 1))],
+            )
         if graph_expansion:
-            banks.with_graph = list(self.agent.recall(instance.query, user, k=self.k).memories)
+            if budget is not None:
+                banks.with_graph = list(self.agent.recall(query, user, budget=budget).memories)
+            else:
+                banks.with_graph = list(self.agent.recall(query, user, k=self.k).memories)
             # The fair peer of an expanded bank is a search that may return as many memories.
             size = max(len(banks.with_graph), 1)
             banks.same_size_search = [
@@ -325,6 +427,12 @@ class PipelineBank:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sentences(text: str) -> list[str]:
+    """A turn's sentences (split after ``.``, ``!`` or ``?`` and a space); the text if one."""
+    parts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", text) if p.strip()]
+    return parts or [text]
 
 
 def _for_policy(bank: Sequence[Memory]) -> list[Memory]:
@@ -366,6 +474,7 @@ def run_pipeline_instance(
     *,
     graph_expansion: bool = True,
     encoder: Encoder | None = None,
+    budget: int | None = None,
 ) -> InstanceResult:
     """Retrieve the bank for ``instance``, measure observability, ask the policy, judge.
 
@@ -381,8 +490,19 @@ def run_pipeline_instance(
         # Ingestion happens once per persona; keep it out of this instance's seconds.
         bank.ingest(instance.persona.id)
         started = time.perf_counter()
-        banks = bank.retrieve(instance, graph_expansion=graph_expansion)
+        banks = bank.retrieve(instance, graph_expansion=graph_expansion, budget=budget)
         enc = encoder if encoder is not None else bank.encoder
+        levels = [
+            BudgetLevels(
+                budget=b,
+                search=observe(instance, s, encoder=enc).level,
+                graph=observe(instance, g, encoder=enc).level,
+                same_size=observe(instance, same, encoder=enc).level,
+                graph_bank=len(g),
+            )
+            for b, (s, g, same) in banks.budgets.items()
+        ]
+        ceiling = observe(instance, bank.all_memories(instance), encoder=enc).level
         without = observe(instance, banks.without_graph, encoder=enc)
         same_size = None
         if banks.with_graph is not None:
@@ -399,7 +519,7 @@ def run_pipeline_instance(
     shown_texts = {m.id: m.text for m in memories}
     fields["observability"] = _observability(
         seen_obs, without, graph_expansion=graph_expansion, same_size=same_size
-    )
+    ).model_copy(update={"ceiling": ceiling, "budgets": levels})
     fields["shown_memory_ids"] = [shown_ids[m.id] for m in memories]
     return _respond_and_judge(
         instance, policy, judge, memories, shown_ids, shown_texts, fields, started

@@ -59,6 +59,7 @@ from caap.conflict_graph.stale import (
     verdict_stale_edges,
 )
 from caap.conflict_graph.stale_llm import InvalidationClassifier
+from caap.conflict_graph.topics import TopicConfig, TopicModel, TopicMove
 from caap.models import (
     ConflictCluster,
     ConflictEdge,
@@ -88,7 +89,10 @@ class WriteResult:
     new_edges: list[ConflictEdge] = field(default_factory=list)
     closed_edges: list[ConflictEdge] = field(default_factory=list)
     relabeled: list[Memory] = field(default_factory=list)
-    """Earlier memories whose inferred aspect changed because this one bridged two aspects."""
+    """Earlier memories whose inferred aspect changed because this one bridged two aspects or
+    moved their conversation topic."""
+    segment: str | None = None
+    """The conversation segment the memory joined (``None`` outside topic formation)."""
 
 
 class _PairSims:
@@ -130,6 +134,8 @@ class ConflictGraph:
         classifier: Optional judge (e.g. an
             :class:`~caap.conflict_graph.stale_llm.LLMInvalidationClassifier`) that may veto
             the stale-state edges the rules propose across aspects; it never adds one.
+        topic_config: Thresholds of conversation topic formation (``config.topics`` says
+            which memories get a topic).
     """
 
     def __init__(
@@ -142,7 +148,12 @@ class ConflictGraph:
         dependencies: DependencyMap | None = None,
         classifier: InvalidationClassifier | None = None,
         relations: str | RelationLayer | None = None,
+        topic_config: TopicConfig | None = None,
     ) -> None:
+        if (config or GraphConfig()).topics not in ("turns", "always", "never"):
+            raise ValueError(
+                f"config.topics must be 'turns', 'always' or 'never', got {config.topics!r}"  # type: ignore[union-attr]
+            )
         self.user_id = user_id
         self.embedder = embedder
         self.config = config or GraphConfig()
@@ -191,6 +202,9 @@ class ConflictGraph:
         self._facets: dict[str, frozenset[str]] = {}
         self._primary: dict[str, frozenset[str]] = {}
         self._by_facet: dict[str, list[str]] = {}
+        # Conversation topics: the aspect of conversational memories without a caller aspect.
+        self._naming: dict[str, tuple[str, str]] = {}
+        self.topics = TopicModel(embedder.dimension, self._topic_label, topic_config)
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -335,15 +349,19 @@ class ConflictGraph:
         edges: Iterable[ConflictEdge] = (),
         inferred: Sequence[str] = (),
         extraction: Extraction | None = None,
+        segment: str | None = None,
     ) -> None:
         """Put back a stored memory with its stored vector and edges (no re-typing).
 
-        ``extraction`` may give the facets already parsed from its text (else parsed here).
+        ``extraction`` may give the facets already parsed from its text (else parsed here);
+        ``segment`` the conversation segment it was placed in (its aspect is the topic).
         """
         self._inferred[memory.id] = tuple(inferred)
         self._count_names([memory.text])
         self._ext[memory.id] = extraction or self._read_facets([memory.text])[0]
         self._insert(memory, vector)
+        if segment is not None and memory.aspect:
+            self.topics.restore(memory.id, vector, segment, memory.aspect)
         for e in edges:
             self._put_edge(e)
 
@@ -369,6 +387,7 @@ class ConflictGraph:
                 at = bisect.bisect_left(entries, key)
                 if at < len(entries) and entries[at] == key:
                     del entries[at]
+        self.topics.remove(memory_id, self._vecs[self._row[memory_id]])
         del self._mem[memory_id]
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
@@ -554,7 +573,19 @@ class ConflictGraph:
                 inferred.append(name)
         neighbours = self._neighbours(vector, cfg.neighbours)
         relabeled: list[Memory] = []
-        if memory.aspect is None:
+        segment: str | None = None
+        if memory.aspect is None and self._conversational(memory):
+            # A conversation turn: its aspect is the topic of its conversation segment.
+            when = memory.observed_at or ext.observed_at
+            self._naming[memory.id] = (memory.text, ext.value)
+            segment, topic, moves = self.topics.add(
+                memory.id, vector, when.date().isoformat() if when else None
+            )
+            self._naming.pop(memory.id, None)
+            relabeled += self._apply_moves(moves)
+            updates["aspect"] = topic
+            inferred.append("aspect")
+        elif memory.aspect is None:
             joinable = self._joinable_aspects(neighbours, self._prototype_of(vector))
             if joinable:
                 updates["aspect"] = joinable[0]
@@ -592,8 +623,50 @@ class ConflictGraph:
         added, closed = self._retime(aspect)
         p_added, p_closed = self._repropagate(memory.id)
         return WriteResult(
-            memory, inferred, vector, new + added + p_added, closed + p_closed, relabeled
+            memory, inferred, vector, new + added + p_added, closed + p_closed, relabeled, segment
         )
+
+    def _conversational(self, memory: Memory) -> bool:
+        mode = self.config.topics
+        return mode == "always" or (mode == "turns" and "turn" in memory.provenance)
+
+    def _topic_label(self, memory_id: str) -> str:
+        m = self._mem.get(memory_id)
+        text, value = self._naming.get(memory_id) or (
+            (m.text, self._ext[memory_id].value) if m is not None else ("topic", "topic")
+        )
+        label = self._fresh_aspect_label(text, value)
+        # Reserve it at once: a re-clustering may name several topics in one write.
+        self._by_aspect.setdefault(label, [])
+        return label
+
+    def _apply_moves(self, moves: Sequence[TopicMove]) -> list[Memory]:
+        """Move memories between topics (their inferred aspect) after a topic change."""
+        out: list[Memory] = []
+        for mv in moves:
+            ids = [i for i in mv.memory_ids if i in self._mem and self._mem[i].aspect == mv.old]
+            if not ids or mv.old == mv.new:
+                continue
+            moving = set(ids)
+            for i in ids:
+                m = self._mem[i].model_copy(update={"aspect": mv.new})
+                self._mem[i] = m
+                out.append(m)
+            for table in (self._phases, self._ordered):
+                kept = [t for t in table.get(mv.old, []) if t[1] not in moving]
+                taken = [t for t in table.get(mv.old, []) if t[1] in moving]
+                table[mv.old] = kept
+                table[mv.new] = list(heapq.merge(table.get(mv.new, []), taken))
+            self._windows.pop(mv.old, None)
+            self._windows.pop(mv.new, None)
+            kept_ids = [i for i in self._by_aspect.get(mv.old, []) if i not in moving]
+            self._by_aspect[mv.old] = kept_ids
+            self._by_aspect[mv.new] = sorted(
+                self._by_aspect.get(mv.new, []) + ids, key=lambda i: self._row[i]
+            )
+            self._touch(mv.old)
+            self._touch(mv.new)
+        return out
 
     def _joinable_aspects(
         self, neighbours: list[tuple[str, float]], proto: str | None

@@ -97,6 +97,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE TABLE caap_generations (user_id TEXT PRIMARY KEY, gen BIGINT NOT NULL);
         """,
     ),
+    (
+        4,
+        "conversation segments",
+        """
+        CREATE TABLE caap_segments (
+            user_id   TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            segment   TEXT NOT NULL,
+            PRIMARY KEY (user_id, memory_id)
+        );
+        """,
+    ),
 )
 
 _INSERT_MEMORY = (
@@ -109,6 +121,10 @@ _INSERT_MEMORY_V1 = (
 _BUMP = (
     "INSERT INTO caap_generations (user_id, gen) VALUES (%s, 1) "
     "ON CONFLICT (user_id) DO UPDATE SET gen = caap_generations.gen + 1"
+)
+_UPSERT_SEGMENT = (
+    "INSERT INTO caap_segments (user_id, memory_id, segment) VALUES (%s, %s, %s) "
+    "ON CONFLICT (user_id, memory_id) DO UPDATE SET segment = EXCLUDED.segment"
 )
 _UPSERT_EDGE = (
     "INSERT INTO caap_edges (user_id, id, kind, source_id, target_id, payload, expired_at) "
@@ -139,13 +155,18 @@ def _redacted(dsn: str, psycopg: Any) -> str:
 
 
 def _row_to_stored(
-    payload: str, inferred: str, vector: bytes, extraction: str | None = None
+    payload: str,
+    inferred: str,
+    vector: bytes,
+    extraction: str | None = None,
+    segment: str | None = None,
 ) -> StoredMemory:
     return StoredMemory(
         Memory.model_validate_json(payload),
         json.loads(inferred),
         np.frombuffer(vector, dtype=np.float32),
-        extraction_from_json(extraction),
+        extraction=extraction_from_json(extraction),
+        segment=segment,
     )
 
 
@@ -229,9 +250,10 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         except BaseException:
             self._pool.close()
             raise
-        # Version 3 added parsed facets and generations (absent when an older migration list
-        # is in force).
+        # Version 3 added parsed facets and generations, version 4 conversation segments
+        # (absent when an older migration list is in force).
         self._v3 = MIGRATIONS[-1][0] >= 3
+        self._v4 = MIGRATIONS[-1][0] >= 4
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         # Every pooled connection: our schema first, and commits that wait for the WAL flush,
@@ -302,6 +324,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
             with self.transaction() as tx:
                 self.write(memories, edges, db=tx)
             return
+        memories = list(memories)
         memory_rows = [
             (
                 sm.memory.user_id,
@@ -312,6 +335,11 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
                 *((extraction_to_json(sm.extraction),) if self._v3 else ()),
             )
             for sm in memories
+        ]
+        segment_rows = [
+            (sm.memory.user_id, sm.memory.id, sm.segment)
+            for sm in memories
+            if sm.segment is not None and self._v4
         ]
         edge_rows = [
             (
@@ -330,6 +358,8 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         with db.cursor() as cur:
             if memory_rows:
                 cur.executemany(_INSERT_MEMORY if self._v3 else _INSERT_MEMORY_V1, memory_rows)
+            if segment_rows:
+                cur.executemany(_UPSERT_SEGMENT, segment_rows)
             if edge_rows:
                 cur.executemany(_UPSERT_EDGE, edge_rows)
             users = sorted({r[0] for r in memory_rows} | {r[0] for r in edge_rows})
@@ -357,13 +387,26 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         cur = db.execute(
             "DELETE FROM caap_memories WHERE user_id = %s AND id = %s", (user_id, memory_id)
         )
+        if self._v4:
+            db.execute(
+                "DELETE FROM caap_segments WHERE user_id = %s AND memory_id = %s",
+                (user_id, memory_id),
+            )
         if self._v3:
             db.execute(_BUMP, (user_id,))
         return bool(cur.rowcount > 0)
 
     @property
-    def _extraction(self) -> str:
-        return "extraction" if self._v3 else "NULL"
+    def _columns(self) -> str:
+        """The row columns ``_row_to_stored`` reads and the table(s) they come from (``m`` is
+        the memories table)."""
+        extraction = "m.extraction" if self._v3 else "NULL"
+        if not self._v4:
+            return f"m.payload, m.inferred, m.vector, {extraction}, NULL FROM caap_memories m"
+        return (
+            f"m.payload, m.inferred, m.vector, {extraction}, s.segment FROM caap_memories m "
+            "LEFT JOIN caap_segments s ON s.user_id = m.user_id AND s.memory_id = m.id"
+        )
 
     def generation(self, user_id: str) -> int | None:
         """A counter bumped by every write that touches the user (see the base class)."""
@@ -385,8 +428,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         """Every stored memory of one user, in write order."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT payload, inferred, vector, {self._extraction} FROM caap_memories "
-                "WHERE user_id = %s ORDER BY seq",
+                f"SELECT {self._columns} WHERE m.user_id = %s ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
         return [_row_to_stored(*r) for r in rows]
@@ -395,8 +437,7 @@ class PostgresGraphStore(ConflictGraphStore["psycopg.Connection[Any]"]):
         """One stored memory, or ``None``."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                f"SELECT payload, inferred, vector, {self._extraction} FROM caap_memories "
-                "WHERE user_id = %s AND id = %s",
+                f"SELECT {self._columns} WHERE m.user_id = %s AND m.id = %s",
                 (user_id, memory_id),
             ).fetchone()
         return None if row is None else _row_to_stored(*row)

@@ -71,6 +71,11 @@ class GraphConfig:
     return_phase: float = 0.35
     """A memory that says it went 'back to' something joins the earlier phase it best matches
     when at least this similar."""
+    topics: str = "turns"
+    """Which memories without a caller aspect get a conversation topic (segments grouped by
+    Louvain communities, :mod:`caap.conflict_graph.topics`) instead of per-memory aspect
+    chaining: ``"turns"`` (conversation turns: memories whose provenance has a ``turn``
+    key), ``"always"`` or ``"never"``."""
     relations: str | RelationLayer | None = None
     """The relation layer that reads facets, pair relations and risk: a registered name
     (``"rules"``, ``"learned"``, ``"llm"``) or an instance; ``None`` for the default

@@ -108,6 +108,12 @@ CREATE TABLE IF NOT EXISTS edges (
     expired_at TEXT
 );
 CREATE INDEX IF NOT EXISTS edges_user ON edges (user_id, expired_at);
+CREATE TABLE IF NOT EXISTS segments (
+    user_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    PRIMARY KEY (user_id, memory_id)
+);
 CREATE TABLE IF NOT EXISTS reliability_outcomes (
     user_id TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -120,15 +126,17 @@ CREATE TABLE IF NOT EXISTS generations (user_id TEXT PRIMARY KEY, gen INTEGER NO
 #: Tables every readable store has (a version-1 file lacks the later ones; they are added).
 _TABLES = ("meta", "memories", "edges")
 #: 2 added ``reliability_outcomes`` (labelled source outcomes); a version-1 file gains the
-#: empty table on open and stays readable by everything that read it before.
-SCHEMA_VERSION = "2"
+#: empty table on open and stays readable by everything that read it before. 3 added
+#: ``segments`` (the conversation segment of each conversational memory), the same way.
+SCHEMA_VERSION = "3"
 
 
 class StoredMemory:
-    """A memory row: the memory, which facets were inferred, its value vector, and the facets
-    parsed from its text (``None`` for rows written before they were kept)."""
+    """A memory row: the memory, which facets were inferred, its value vector, the facets
+    parsed from its text (``None`` for rows written before they were kept), and the
+    conversation segment it was placed in (``None`` outside topic formation)."""
 
-    __slots__ = ("extraction", "inferred", "memory", "vector")
+    __slots__ = ("extraction", "inferred", "memory", "segment", "vector")
 
     def __init__(
         self,
@@ -136,11 +144,13 @@ class StoredMemory:
         inferred: list[str],
         vector: Vector,
         extraction: Extraction | None = None,
+        segment: str | None = None,
     ) -> None:
         self.memory = memory
         self.inferred = inferred
         self.vector = vector
         self.extraction = extraction
+        self.segment = segment
 
 
 class ConflictGraphStore(ABC, Generic[TxT]):
@@ -456,6 +466,12 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
                     extraction_to_json(sm.extraction),
                 ),
             )
+            if sm.segment is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO segments (user_id, memory_id, segment) "
+                    "VALUES (?, ?, ?)",
+                    (m.user_id, m.id, sm.segment),
+                )
         for e in edges:
             touched.append(e.user_id)
             db.execute(
@@ -493,6 +509,7 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
             with self.transaction() as tx:
                 return self.delete_memory(user_id, memory_id, db=tx)
         cur = db.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))
+        db.execute("DELETE FROM segments WHERE user_id = ? AND memory_id = ?", (user_id, memory_id))
         self._bump(db, [user_id])
         return cur.rowcount > 0
 
@@ -501,8 +518,7 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
         """Every stored memory of one user, in write order."""
         with self._lock:
             rows = self._db.execute(
-                f"SELECT payload, inferred, vector, {self._extraction_col} FROM memories "
-                "WHERE user_id = ? ORDER BY seq",
+                f"SELECT {self._columns} WHERE m.user_id = ? ORDER BY m.seq",
                 (user_id,),
             ).fetchall()
         return [_stored(*row) for row in rows]
@@ -515,12 +531,30 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
             self._has_extraction = "extraction" in cols
         return "extraction" if self._has_extraction else "NULL"
 
+    @property
+    def _columns(self) -> str:
+        """The row columns ``_stored`` reads and the table(s) they come from (``m`` is the
+        memories table); a read-only file from before the segments table has no segments."""
+        if not hasattr(self, "_has_segments"):
+            self._has_segments = (
+                self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'segments'"
+                ).fetchone()
+                is not None
+            )
+        extraction = "m.extraction" if self._extraction_col == "extraction" else "NULL"
+        if not self._has_segments:
+            return f"m.payload, m.inferred, m.vector, {extraction}, NULL FROM memories m"
+        return (
+            f"m.payload, m.inferred, m.vector, {extraction}, s.segment FROM memories m "
+            "LEFT JOIN segments s ON s.user_id = m.user_id AND s.memory_id = m.id"
+        )
+
     def get(self, user_id: str, memory_id: str) -> StoredMemory | None:
         """One stored memory, or ``None``."""
         with self._lock:
             row = self._db.execute(
-                f"SELECT payload, inferred, vector, {self._extraction_col} FROM memories "
-                "WHERE user_id = ? AND id = ?",
+                f"SELECT {self._columns} WHERE m.user_id = ? AND m.id = ?",
                 (user_id, memory_id),
             ).fetchone()
         return None if row is None else _stored(*row)
@@ -582,10 +616,13 @@ class GraphStore(ConflictGraphStore[sqlite3.Connection]):
             self._db.close()
 
 
-def _stored(payload: str, inferred: str, vector: bytes, extraction: str | None) -> StoredMemory:
+def _stored(
+    payload: str, inferred: str, vector: bytes, extraction: str | None, segment: str | None
+) -> StoredMemory:
     return StoredMemory(
         Memory.model_validate_json(payload),
         json.loads(inferred),
         np.frombuffer(vector, dtype=np.float32),
-        extraction_from_json(extraction),
+        extraction=extraction_from_json(extraction),
+        segment=segment,
     )

@@ -117,11 +117,30 @@ def test_provenance_from_another_instance_session_matches_nothing(enc: WordEncod
     assert "other_s9" in m.reason
 
 
-def test_provenance_picks_the_most_similar_listed_memory(enc: WordEncoder) -> None:
-    # s1 lists m1 (tea) and d1 (gym): a gym turn represents the distractor, not the core.
-    [m] = match_bank(instance(), [mem("r1", "gym gym tea", session="s1")], encoder=enc)
+def test_provenance_single_picks_the_most_similar_listed_memory(enc: WordEncoder) -> None:
+    # s1 lists m1 (tea) and d1 (gym): with one memory each, a gym turn is the distractor.
+    bank = [mem("r1", "gym gym tea", session="s1")]
+    [m] = match_bank(instance(), bank, encoder=enc, single=True)
     assert (m.memory_id, m.role) == ("d1", "distractor")
     assert not m.core
+    assert observe(instance(), bank, encoder=enc, single=True).matched_core == []
+
+
+def test_a_turn_represents_every_memory_it_expresses(enc: WordEncoder) -> None:
+    # cos("gym gym tea", "tea") = 0.45 >= 0.30: the turn also states m1, and the core memory
+    # is the one it is shown as (it covers the most core memories).
+    bank = [mem("r1", "gym gym tea", session="s1")]
+    [m] = match_bank(instance(), bank, encoder=enc)
+    assert m.memory_ids == ["d1", "m1"]
+    assert (m.memory_id, m.role) == ("m1", "core")
+    assert observe(instance(), bank, encoder=enc).matched_core == ["m1"]
+
+
+def test_a_covered_core_memory_is_not_chosen_again(enc: WordEncoder) -> None:
+    # Both turns express m1 and d1; once m1 is covered the second is shown as its best match.
+    bank = [mem("r1", "gym gym tea", session="s1"), mem("r2", "gym gym tea", session="s1")]
+    first, second = match_bank(instance(), bank, encoder=enc)
+    assert (first.memory_id, second.memory_id) == ("m1", "d1")
 
 
 def test_provenance_below_the_floor_matches_nothing(enc: WordEncoder) -> None:

@@ -19,6 +19,7 @@ from caap.benchmark.runner import run
 from caap.benchmark.tracks import (
     ERROR_ACTION,
     PipelineBank,
+    _sentences,
     run_oracle_instance,
     run_pipeline_instance,
 )
@@ -406,3 +407,68 @@ def test_pipeline_run_on_the_builtin_backend() -> None:
     assert obs.matched_core_without_graph and "provenance" in obs.rule
     assert set(obs.matched_core_without_graph) <= set(obs.matched_core)
     assert obs.level in ("FULL", "PARTIAL")
+
+
+def test_interleave_mixes_instances_into_one_dated_conversation() -> None:
+    data = small_dataset()
+    agent = FakeAgent()
+    with PipelineBank(data, agent_factory=fake_factory(agent), interleave=2) as bank:
+        conversations = bank.conversations("p90")
+        bank.ingest("p90")
+    owner = {s.id: i.id for i in data for s in i.sessions}
+    assert sum(len(c) for c in conversations) == sum(len(i.sessions) for i in data)
+    for conv in conversations:
+        assert len(conv) <= 2
+        assert len({owner[s.id] for s in conv}) == len(conv)  # different instances
+    # One batch per conversation, each session's turns in order, all dated like its first.
+    assert len(agent.batches) == len(conversations)
+    for (_, items), conv in zip(agent.batches, conversations, strict=True):
+        assert [i["provenance"]["session"] for i in items] == [
+            s.id for s in conv for t in s.turns if t.role == "user"
+        ]
+        assert {i["observed_at"] for i in items} == {conv[0].date}
+
+
+def test_sentences_option_stores_one_memory_per_sentence() -> None:
+    data = small_dataset()
+    agent = FakeAgent()
+    with PipelineBank(data, agent_factory=fake_factory(agent), sentences=True) as bank:
+        bank.ingest("p90")
+    items = [i for _, batch in agent.batches for i in batch]
+    by_turn: dict[tuple[str, str], list[str]] = {}
+    for i in items:
+        turn, _sentence = i["provenance"]["turn"].split(".")
+        by_turn.setdefault((i["provenance"]["session"], turn), []).append(i["text"])
+    sessions = {s.id: s for inst in data for s in inst.sessions}
+    for (sid, turn), texts in by_turn.items():
+        assert " ".join(texts) == sessions[sid].turns[int(turn)].content
+    assert _sentences("I run daily. Not on Sundays!  Why? No reason") == [
+        "I run daily.",
+        "Not on Sundays!",
+        "Why?",
+        "No reason",
+    ]
+
+
+def test_pipeline_budgets_and_ceiling_on_the_builtin_backend() -> None:
+    report = run(
+        small_dataset(),
+        track="pipeline",
+        policy="test-tracks-cite",
+        judge="test-tracks-core",
+        limit=1,
+        progress=False,
+        k=4,
+        budgets=(2, 6),
+        budget=6,
+    )
+    [res] = report.instances
+    assert res.error is None, res.error
+    obs = res.observability
+    assert obs is not None
+    assert [b.budget for b in obs.budgets] == [2, 6]
+    assert all(b.graph_bank <= b.budget for b in obs.budgets)
+    assert obs.bank_size <= 6
+    assert obs.ceiling == "FULL"
+    counts = report.budget_full()
+    assert set(counts) == {2, 6} and counts[6]["n"] == 1
