@@ -59,7 +59,7 @@ def test_segments_group_into_the_topics_they_share() -> None:
     assert tm.reclusters >= 1
 
 
-def test_reclustering_visits_at_most_recluster_max_segments() -> None:
+def test_bounded_reclustering_on_every_write_keeps_every_memory_in_a_topic() -> None:
     rng = np.random.default_rng(2)
     tm = _model(recluster_every=1, recluster_max=5, split=2.0)
     for n in range(40):
