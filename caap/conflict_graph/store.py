@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from caap.conflict_graph.extractor import Extraction
+from caap.conflict_graph.relations import Facets
 from caap.models import ConflictEdge, Memory
 
 __all__ = [
@@ -59,14 +60,16 @@ def extraction_to_json(extraction: Extraction | None) -> str | None:
 
 
 def extraction_from_json(text: str | None) -> Extraction | None:
-    """Read :func:`extraction_to_json`'s output back; ``None`` when absent or from another
-    version of :class:`Extraction` (the text is then parsed again)."""
+    """Read :func:`extraction_to_json`'s output back (a relation layer's :class:`Facets` with
+    their confidences, or a plain :class:`Extraction`); ``None`` when absent or from another
+    version of either (the text is then parsed again)."""
     if not text:
         return None
     try:
         data = json.loads(text)
         kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(Extraction):
+        cls = Facets if "source_confidence" in data else Extraction
+        for f in dataclasses.fields(cls):
             if f.name not in data:
                 return None
             value = data[f.name]
@@ -77,7 +80,7 @@ def extraction_from_json(text: str | None) -> Extraction | None:
             kwargs[f.name] = value
         if set(data) - set(kwargs):
             return None
-        return Extraction(**kwargs)
+        return cls(**kwargs)
     except (ValueError, TypeError, KeyError):
         return None
 
