@@ -16,6 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from caap.conflict_graph.relations import RELATIONS
+from caap.conflict_graph.relations import Relation as PairRelation
+
 __all__ = [
     "PAIR_RELATIONS",
     "STYLES",
@@ -38,25 +41,9 @@ Role = Literal["core", "background", "distractor"]
 Style = Literal["dated", "narrative", "implicit", "chatty"]
 #: Writing styles of the blind corpus (judge-only; see shared EVALUATION.md).
 STYLES: tuple[Style, ...] = ("dated", "narrative", "implicit", "chatty")
-PairRelation = Literal[
-    "agree",
-    "context_partition",
-    "temporal_change",
-    "source_contradiction",
-    "supersedes",
-    "invalidates",
-    "unrelated",
-]
-#: Pair relations a writer may label between two memories of an instance.
-PAIR_RELATIONS: tuple[PairRelation, ...] = (
-    "agree",
-    "context_partition",
-    "temporal_change",
-    "source_contradiction",
-    "supersedes",
-    "invalidates",
-    "unrelated",
-)
+#: Pair relations a writer may label between two memories of an instance: the relation layer's
+#: vocabulary, so labels train and evaluate it directly.
+PAIR_RELATIONS: tuple[PairRelation, ...] = RELATIONS
 
 
 class DatasetError(ValueError):
