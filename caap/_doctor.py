@@ -215,9 +215,14 @@ def diagnose(data: str | Path, *, repair: bool = False, embedder: Any = None) ->
                 if not repair:
                     rep.ok = False
                     continue
-                named = {i for e in store.edges(user) for i in (e.source_id, e.target_id)}
-                forgotten = [m for m in extra if m.id in named]
-                lost = [m for m in extra if m.id not in named]
+                # ``forget`` closes a memory's edges and keeps them; a memory whose row was
+                # lost still has active ones. Only the first kind is dropped from the index.
+                edges = store.edges(user)
+                named = {i for e in edges for i in (e.source_id, e.target_id)}
+                live = {i for e in edges if e.active for i in (e.source_id, e.target_id)}
+                forgotten = [m for m in extra if m.id in named and m.id not in live]
+                gone = {m.id for m in forgotten}
+                lost = [m for m in extra if m.id not in gone]
                 for m in forgotten:
                     backend.delete(m.id, user)
                 if forgotten:

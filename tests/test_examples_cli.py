@@ -15,6 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    # poll, not select: after a long test session the pty's descriptor can be above
+    # select()'s FD_SETSIZE (1024).
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
 def test_personal_assistant_exits_cleanly_on_ctrl_d(tmp_path: Path) -> None:
     master, slave = pty.openpty()
@@ -30,8 +38,7 @@ def test_personal_assistant_exits_cleanly_on_ctrl_d(tmp_path: Path) -> None:
     try:
         # Wait for the prompt (the model loads first), then send end-of-input.
         while b"> " not in seen and time.monotonic() < deadline and proc.poll() is None:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
+            if _readable(master, 1.0):
                 try:
                     seen += os.read(master, 4096)
                 except OSError:
@@ -40,8 +47,7 @@ def test_personal_assistant_exits_cleanly_on_ctrl_d(tmp_path: Path) -> None:
         os.write(master, b"\x04")
         rc = proc.wait(timeout=120)
         while True:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if not ready:
+            if not _readable(master, 0.2):
                 break
             try:
                 chunk = os.read(master, 4096)
