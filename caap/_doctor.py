@@ -87,7 +87,6 @@ def _index_users(backend: Any) -> list[str]:
 def _write_memories(store: Any, embedder: Any, user: str, memories: list[Any]) -> int:
     """Link ``memories`` into the user's stored graph and write them (ids kept)."""
     from caap.conflict_graph.graph import ConflictGraph
-    from caap.conflict_graph.store import StoredMemory
 
     graph = ConflictGraph(user, embedder)
     for sm in store.memories(user):
@@ -101,23 +100,7 @@ def _write_memories(store: Any, embedder: Any, user: str, memories: list[Any]) -
     graph.load_edges(store.edges(user))
     results = graph.add_many(memories)
     with store.transaction() as db:
-        store.write(
-            [
-                StoredMemory(
-                    r.memory,
-                    r.inferred,
-                    r.vector,
-                    extraction=graph.extraction(r.memory.id),
-                    segment=r.segment,
-                )
-                for r in results
-            ],
-            [e for r in results for e in (*r.new_edges, *r.closed_edges)],
-            db=db,
-        )
-        new_ids = {r.memory.id for r in results}
-        relabeled = {m.id: m for r in results for m in r.relabeled if m.id not in new_ids}
-        store.update_memories(list(relabeled.values()), db=db)
+        store.write_results(graph, results, db=db)
     return len(results)
 
 

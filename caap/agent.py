@@ -46,7 +46,6 @@ from caap.conflict_graph.stale import DependencyMap
 from caap.conflict_graph.store import (
     ConflictGraphStore,
     StoreCorruptError,
-    StoredMemory,
     open_store,
 )
 from caap.models import (
@@ -311,25 +310,7 @@ class Agent(Mem0Api):
                     with phase("graph"):
                         results = graph.add_many(memories)
                     with phase("sqlite"):
-                        self.store.write(
-                            [
-                                StoredMemory(
-                                    r.memory,
-                                    r.inferred,
-                                    r.vector,
-                                    extraction=graph.extraction(r.memory.id),
-                                    segment=r.segment,
-                                )
-                                for r in results
-                            ],
-                            [e for r in results for e in (*r.new_edges, *r.closed_edges)],
-                            db=db,
-                        )
-                        relabeled = {m.id: m for r in results for m in r.relabeled}
-                        new_ids = {r.memory.id for r in results}
-                        self.store.update_memories(
-                            [m for i, m in relabeled.items() if i not in new_ids], db=db
-                        )
+                        self.store.write_results(graph, results, db=db)
                     self._generations[user_id] = self.store.generation(user_id)
                 self._index([r.memory for r in results], graph)
             except BaseException:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ import numpy.typing as npt
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.relations import Facets
 from caap.models import ConflictEdge, Memory
+
+if TYPE_CHECKING:
+    from caap.conflict_graph.graph import ConflictGraph, WriteResult
 
 __all__ = [
     "ConflictGraphStore",
@@ -185,6 +188,33 @@ class ConflictGraphStore(ABC, Generic[TxT]):
     @abstractmethod
     def update_memories(self, memories: Iterable[Memory], *, db: TxT) -> None:
         """Rewrite stored memories' inferred facets (an aspect merge relabels them)."""
+
+    def write_results(
+        self, graph: ConflictGraph, results: Iterable[WriteResult], *, db: TxT
+    ) -> None:
+        """Persist what one graph write produced: the new memories (vector, parsed facets,
+        segment), their new and closed edges, and the memories an aspect merge relabelled.
+
+        Derived from :meth:`write` and :meth:`update_memories`, inside the caller's ``db``.
+        """
+        done = list(results)
+        self.write(
+            [
+                StoredMemory(
+                    r.memory,
+                    r.inferred,
+                    r.vector,
+                    extraction=graph.extraction(r.memory.id),
+                    segment=r.segment,
+                )
+                for r in done
+            ],
+            [e for r in done for e in (*r.new_edges, *r.closed_edges)],
+            db=db,
+        )
+        new_ids = {r.memory.id for r in done}
+        relabeled = {m.id: m for r in done for m in r.relabeled if m.id not in new_ids}
+        self.update_memories(list(relabeled.values()), db=db)
 
     @abstractmethod
     def delete_memory(self, user_id: str, memory_id: str, *, db: TxT | None = None) -> bool:
