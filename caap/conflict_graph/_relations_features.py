@@ -15,12 +15,17 @@ import numpy as np
 import numpy.typing as npt
 
 from caap.conflict_graph import _text
+from caap.conflict_graph.relations import SITUATIONS
 
 __all__ = [
     "FACET_CLASSES",
     "N_SCALARS",
+    "SITUATIONS",
+    "SITUATION_K",
+    "nearest",
     "pair_features",
     "risk_features",
+    "situation_features",
     "text_features",
     "text_scalars",
 ]
@@ -114,6 +119,16 @@ def pair_features(
     ).astype(np.float32)
 
 
+def nearest(query_vector: Array, memory_vectors: Array, k: int) -> Array:
+    """The ``k`` rows of ``memory_vectors`` most similar to ``query_vector`` (all when fewer),
+    most similar first; ties keep their order."""
+    if len(memory_vectors) <= k:
+        return memory_vectors
+    order = np.argsort(-(memory_vectors @ query_vector), kind="stable")[:k]
+    out: Array = memory_vectors[order]
+    return out
+
+
 def risk_features(query_vector: Array, memory_vectors: Array) -> Array:
     """Risk model input for one query: its embedding (zeros without a query) and the mean and
     the elementwise max of the memories' embeddings (zeros without memories)."""
@@ -124,3 +139,48 @@ def risk_features(query_vector: Array, memory_vectors: Array) -> Array:
     else:
         mean = top = np.zeros(dim, dtype=np.float32)
     return np.concatenate([query_vector, mean, top]).astype(np.float32)
+
+
+#: How many memories nearest the query the situation model reads.
+SITUATION_K = 5
+
+
+def situation_features(
+    sims: Array, pair_probs: Array, facet_probs: Array, relations: Sequence[str]
+) -> Array:
+    """Situation model input for one query over its ``k`` nearest memories.
+
+    ``sims``: their query similarities, highest first (``k`` values); ``pair_probs``: the pair
+    model's probabilities (rows over ``relations``) for every pair ``i < j`` of them in that
+    order; ``facet_probs``: the facet model's probabilities (rows over :data:`FACET_CLASSES`).
+    Out: per relation the max over pairs and the mean weighted by the pair's relevance; per
+    facet class the max and the mean; the top three similarities and the mean; the three
+    strongest "related somehow" pair readings. Nothing here depends on a wording.
+    """
+    k = len(sims)
+    n_rel = len(relations)
+    if k < 2 or len(pair_probs) == 0:
+        pair_probs = np.zeros((1, n_rel), dtype=np.float32)
+        weights = np.ones(1, dtype=np.float32)
+    else:
+        weights = np.array(
+            [max(min(sims[a], sims[b]), 1e-3) for a in range(k) for b in range(a + 1, k)],
+            dtype=np.float32,
+        )
+    if len(facet_probs) == 0:
+        facet_probs = np.zeros((1, len(FACET_CLASSES)), dtype=np.float32)
+    related = [j for j, r in enumerate(relations) if r != "unrelated"]
+    strongest = np.sort(pair_probs[:, related].max(axis=1))[::-1]
+    top_sims = np.zeros(3, dtype=np.float32)
+    top_sims[: min(3, k)] = np.asarray(sims, dtype=np.float32)[:3]
+    return np.concatenate(
+        [
+            pair_probs.max(axis=0),
+            (pair_probs * weights[:, None]).sum(axis=0) / weights.sum(),
+            facet_probs.max(axis=0),
+            facet_probs.mean(axis=0),
+            top_sims,
+            [float(np.mean(sims)) if k else 0.0],
+            np.pad(strongest[:3], (0, max(0, 3 - len(strongest)))),
+        ]
+    ).astype(np.float32)

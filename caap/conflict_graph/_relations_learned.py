@@ -29,8 +29,12 @@ import numpy.typing as npt
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
+    SITUATION_K,
+    SITUATIONS,
+    nearest,
     pair_features,
     risk_features,
+    situation_features,
     text_features,
 )
 from caap.conflict_graph._relations_rules import facets_from_extraction
@@ -41,6 +45,7 @@ from caap.conflict_graph.relations import (
     MemoryView,
     PairVerdict,
     RiskVerdict,
+    SituationVerdict,
 )
 from caap.conflict_graph.rules import GraphConfig
 from caap.models import RiskTier
@@ -78,6 +83,8 @@ _KEYS = (
     "facet_mu",
     "facet_sd",
 )
+#: Arrays of the situation model; weights trained before it existed lack them.
+_SITUATION_KEYS = ("sit_w", "sit_b", "sit_mu", "sit_sd")
 
 
 class LearnedRelations:
@@ -111,6 +118,8 @@ class LearnedRelations:
             if missing:
                 raise ValueError(f"weights {self.weights_path} lack arrays {missing}")
             self._w: dict[str, Any] = {k: np.asarray(z[k]) for k in _KEYS}
+            if all(k in z.files for k in _SITUATION_KEYS):
+                self._w.update({k: np.asarray(z[k]) for k in _SITUATION_KEYS})
         card = self.weights_path.with_suffix(".json")
         self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
         self.embedder = embedder or get_embedder()
@@ -208,7 +217,9 @@ class LearnedRelations:
         """Probability that acting wrongly on ``query`` over ``texts`` is costly."""
         dim = self.embedder.dimension
         qv = self._embed([query])[0] if query.strip() else np.zeros(dim, dtype=np.float32)
-        x = risk_features(qv, self._embed(list(texts)))
+        mats = self._embed(list(dict.fromkeys(texts)))
+        # With a query, the memories nearest it (as in training); without, all of them.
+        x = risk_features(qv, nearest(qv, mats, SITUATION_K) if query.strip() else mats)
         z = float(((x - self._w["risk_mu"]) / self._w["risk_sd"]) @ self._w["risk_w"])
         z += float(self._w["risk_b"])
         return float(1.0 / (1.0 + np.exp(-z)))
@@ -221,3 +232,33 @@ class LearnedRelations:
         if p >= float(self._w["risk_medium"]):
             return RiskVerdict(RiskTier.MEDIUM, p, ("risk model",))
         return RiskVerdict(RiskTier.LOW, 1.0 - p)
+
+    @property
+    def reads_situations(self) -> bool:
+        """Whether the weights carry a situation model (see :meth:`situation`)."""
+        return "sit_w" in self._w
+
+    def situation(self, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+        """How the memories nearest ``query`` stand to each other, as probabilities over
+        :data:`~caap.conflict_graph._relations_features.SITUATIONS` (``None`` when the weights
+        have no situation model, or there is no query or memory).
+
+        Reads the :data:`SITUATION_K` memories of ``texts`` most similar to the query, their
+        pair and facet readings, and the similarities, the way it was trained.
+        """
+        if not self.reads_situations or not query.strip() or not texts:
+            return None
+        texts = list(dict.fromkeys(texts))
+        mat = self._embed(texts)
+        sims = mat @ self._embed([query])[0]
+        order = np.argsort(-sims, kind="stable")[:SITUATION_K]
+        top = [texts[int(j)] for j in order]
+        pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
+        x = situation_features(
+            sims[order], self.probabilities(pairs), self.facet_probabilities(top), RELATIONS
+        )
+        z = ((x - self._w["sit_mu"]) / self._w["sit_sd"]) @ self._w["sit_w"] + self._w["sit_b"]
+        p = _softmax(z.reshape(1, -1).astype(np.float32))[0]
+        probs = dict(zip(SITUATIONS, (float(v) for v in p), strict=True))
+        best = max(probs, key=lambda k: probs[k])
+        return SituationVerdict(probs, f"situation model: {best} {probs[best]:.2f}")

@@ -35,8 +35,12 @@ import numpy.typing as npt
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
+    SITUATION_K,
+    SITUATIONS,
+    nearest,
     pair_features,
     risk_features,
+    situation_features,
     text_features,
 )
 from caap.conflict_graph.relations import RELATIONS
@@ -85,6 +89,16 @@ class MemoryExample:
 
 
 @dataclass
+class SituationExample:
+    query: str
+    texts: list[str]
+    """Every memory of the instance, distractors included (what a policy is shown)."""
+    situation: str
+    """The instance's type, one of SITUATIONS."""
+    group: str
+
+
+@dataclass
 class Corpus:
     """Examples read from a directory, and the SHA-256 of the files they came from."""
 
@@ -92,6 +106,7 @@ class Corpus:
     risks: list[RiskExample] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     memories: list[MemoryExample] = field(default_factory=list)
+    situations: list[SituationExample] = field(default_factory=list)
 
     @property
     def checksum(self) -> str:
@@ -157,7 +172,11 @@ def _instance_examples(inst: Any, corpus: Corpus, rng: random.Random) -> None:
             corpus.memories.append(MemoryExample(m.text, _FACET_OF[inst.conflict_type], group))
         elif m.role == "distractor":
             corpus.memories.append(MemoryExample(m.text, "off_topic", group))
-    shown = [m.text for m in inst.memories if m.role != "distractor"]
+    corpus.situations.append(
+        SituationExample(inst.query, [m.text for m in inst.memories], inst.conflict_type, group)
+    )
+    # What a policy is shown: every memory; the risk model reads the ones nearest the query.
+    shown = [m.text for m in inst.memories]
     corpus.risks.append(RiskExample(inst.query, shown, inst.high_risk, group))
     # The graph asks the risk of a cluster without a query: learn that reading too.
     corpus.risks.append(RiskExample("", [text[i] for i in core], inst.high_risk, group))
@@ -207,13 +226,11 @@ def _risk_matrix(
     ex: Sequence[RiskExample], vec: dict[str, npt.NDArray[np.float32]], dim: int
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     zero = np.zeros(dim, dtype=np.float32)
-    rows = [
-        risk_features(
-            vec[e.query] if e.query else zero,
-            np.stack([vec[t] for t in e.texts]) if e.texts else np.zeros((0, dim), np.float32),
-        )
-        for e in ex
-    ]
+    rows = []
+    for e in ex:
+        q = vec[e.query] if e.query else zero
+        mats = np.stack([vec[t] for t in e.texts]) if e.texts else np.zeros((0, dim), np.float32)
+        rows.append(risk_features(q, nearest(q, mats, SITUATION_K) if e.query else mats))
     return np.stack(rows), np.array([int(e.high) for e in ex], dtype=np.int64)
 
 
@@ -227,12 +244,14 @@ def _split_by_group(corpus: Corpus, seed: int, share: float = 0.25) -> tuple[Cor
         [e for e in corpus.risks if e.group not in dev],
         corpus.files,
         [e for e in corpus.memories if e.group not in dev],
+        [e for e in corpus.situations if e.group not in dev],
     )
     b = Corpus(
         [e for e in corpus.pairs if e.group in dev],
         [e for e in corpus.risks if e.group in dev],
         {},
         [e for e in corpus.memories if e.group in dev],
+        [e for e in corpus.situations if e.group in dev],
     )
     return a, b
 
@@ -253,7 +272,7 @@ def train_relations(
     dev: str | Path | None = None,
     seed: int = 0,
     embedder: Embedder | None = None,
-    recall: float = 0.95,
+    recall: float = 1.0,
 ) -> dict[str, Any]:
     """Fit the pair and risk models on ``data``, choose settings on ``dev`` (default: a
     quarter of ``data``'s personas held out), write ``out`` (``.npz``) and ``out`` with
@@ -280,6 +299,7 @@ def train_relations(
     texts = [t for c in (train, held) for e in c.pairs for t in (e.a, e.b)]
     texts += [e.text for c in (train, held) for e in c.memories]
     texts += [t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t]
+    texts += [t for c in (train, held) for e in c.situations for t in (e.query, *e.texts)]
     vec = _embed(embedder, texts)
     dim = embedder.dimension
 
@@ -388,6 +408,98 @@ def train_relations(
     caught = float((pd_[ryd == 1] >= high).mean()) if len(pos) else float("nan")
     false_high = float((pd_[ryd == 0] >= high).mean()) if (ryd == 0).any() else float("nan")
 
+    # -- situation model (per query over its nearest memories) ---------------------------
+    # Trained on out-of-fold facet and pair readings (folds by persona), so it learns how
+    # far to trust readings as noisy as the ones it will get on text the models never saw.
+    def pair_probs_with(
+        model: Any, mu_: npt.NDArray[np.float32], sd_: npt.NDArray[np.float32], fmodel: Any
+    ) -> Any:
+        def probs(pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+            p = np.zeros((len(pairs), len(RELATIONS)), dtype=np.float32)
+            if not pairs:
+                return p
+            ta, tb = [a for a, _ in pairs], [b for _, b in pairs]
+            x = pair_features(
+                np.stack([vec[t] for t in ta]),
+                np.stack([vec[t] for t in tb]),
+                ta,
+                tb,
+                facet_probs(fmodel, ta),
+                facet_probs(fmodel, tb),
+            )
+            p[:, model.classes_] = model.predict_proba((x - mu_) / sd_)
+            return p
+
+        return probs
+
+    def situation_x(ex: Sequence[SituationExample], fmodel: Any, pprobs: Any) -> Any:
+        rows = []
+        for e in ex:
+            mat = np.stack([vec[t] for t in e.texts])
+            sims = mat @ vec[e.query]
+            order = np.argsort(-sims, kind="stable")[:SITUATION_K]
+            top = [e.texts[int(j)] for j in order]
+            pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
+            rows.append(
+                situation_features(sims[order], pprobs(pairs), facet_probs(fmodel, top), RELATIONS)
+            )
+        return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+
+    sit_best: tuple[float, float, Any] | None = None
+    situation_card: dict[str, Any] = {"trained": False}
+    sit_arrays: dict[str, Any] = {}
+    if train.situations and held.situations:
+        pair_fold = np.array([fold_of.get(e.group, -1) for e in train.pairs])
+        sx_parts, sy_parts = [], []
+        for k in range(5):
+            fold_ex = [e for e in train.situations if fold_of.get(e.group) == k]
+            if not fold_ex:
+                continue
+            fm_k = fit_facets(mem_fold != k)
+            pm_k = LogisticRegression(
+                C=pair_c, max_iter=3000, class_weight="balanced", random_state=seed
+            ).fit((xt[pair_fold != k] - mu) / sd, yt[pair_fold != k])
+            sx_parts.append(situation_x(fold_ex, fm_k, pair_probs_with(pm_k, mu, sd, fm_k)))
+            sy_parts += [SITUATIONS.index(e.situation) for e in fold_ex]
+        sx, sy = np.vstack(sx_parts), np.array(sy_parts, dtype=np.int64)
+        sxd = situation_x(
+            held.situations, facet_model, pair_probs_with(pair_model, mu, sd, facet_model)
+        )
+        syd = np.array([SITUATIONS.index(e.situation) for e in held.situations], dtype=np.int64)
+        smu, ssd = _standardise(sx)
+        for c in [*grid, 1.0]:
+            m = LogisticRegression(C=c, max_iter=3000, random_state=seed).fit((sx - smu) / ssd, sy)
+            pdv = np.zeros((len(syd), len(SITUATIONS)))
+            pdv[:, m.classes_] = m.predict_proba((sxd - smu) / ssd)
+            pdv /= pdv.sum(axis=1, keepdims=True)
+            loss = float(log_loss(syd, pdv, labels=list(range(len(SITUATIONS)))))
+            if sit_best is None or loss < sit_best[0]:
+                sit_best = (loss, c, m)
+        assert sit_best is not None
+        sit_loss, sit_c, sit_model = sit_best
+        spred = sit_model.predict((sxd - smu) / ssd)
+        sit_w = np.zeros((sx.shape[1], len(SITUATIONS)), dtype=np.float32)
+        sit_b = np.full(len(SITUATIONS), -30.0, dtype=np.float32)
+        for k, cls in enumerate(sit_model.classes_):
+            sit_w[:, cls] = sit_model.coef_[k]
+            sit_b[cls] = sit_model.intercept_[k]
+        sit_arrays = {"sit_w": sit_w, "sit_b": sit_b, "sit_mu": smu, "sit_sd": ssd}
+        situation_card = {
+            "trained": True,
+            "kind": "multinomial logistic regression over out-of-fold pair and facet readings "
+            f"of the {SITUATION_K} memories nearest the query",
+            "classes": list(SITUATIONS),
+            "C": sit_c,
+            "train_queries": len(sy),
+            "dev_queries": len(syd),
+            "dev_log_loss": sit_loss,
+            "dev_accuracy": float((spred == syd).mean()),
+            "dev_recall": {
+                s: float(((spred == i) & (syd == i)).sum() / max((syd == i).sum(), 1))
+                for i, s in enumerate(SITUATIONS)
+            },
+        }
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(
@@ -406,6 +518,7 @@ def train_relations(
         facet_b=facet_b,
         facet_mu=fmu,
         facet_sd=fsd,
+        **sit_arrays,
     )
     card: dict[str, Any] = {
         "format": 1,
@@ -436,6 +549,7 @@ def train_relations(
             "dev_memories": len(held.memories),
             "dev_macro_f1": facet_f1,
         },
+        "situation_model": situation_card,
         "risk_model": {
             "kind": "logistic regression (query, mean and max memory embedding), balanced",
             "C": risk_c,
@@ -454,12 +568,13 @@ def train_relations(
 
 def _cmd_train(args: Any) -> int:
     card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed)
-    pm, rm = card["pair_model"], card["risk_model"]
+    pm, rm, sm = card["pair_model"], card["risk_model"], card["situation_model"]
     print(
         f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: pair model dev macro F1 "
         f"{pm['dev_macro_f1']:.3f} ({pm['dev_pairs']} pairs), facet model dev macro F1 "
         f"{card['facet_model']['dev_macro_f1']:.3f}, risk HIGH threshold "
         f"{rm['high_threshold']:.3f} (dev recall {rm['dev_high_recall']:.2f})"
+        + (f", situation model dev accuracy {sm['dev_accuracy']:.2f}" if sm.get("trained") else "")
     )
     print(f"use it with: Agent(relations=LearnedRelations(weights={str(args.out)!r}))")
     return 0

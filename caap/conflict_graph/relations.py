@@ -47,17 +47,20 @@ from caap.models import EdgeKind, RiskTier
 
 __all__ = [
     "RELATIONS",
+    "SITUATIONS",
     "Facets",
     "MemoryView",
     "PairVerdict",
     "Relation",
     "RelationLayer",
     "RiskVerdict",
+    "SituationVerdict",
     "edge_of",
     "get_relation_layer",
     "register_relation_layer",
     "relation_layer_names",
     "resolve_relations",
+    "situation_of",
 ]
 
 Relation = Literal[
@@ -79,6 +82,11 @@ RELATIONS: tuple[Relation, ...] = (
     "invalidates",
     "unrelated",
 )
+
+#: What a relation layer can read a query's nearest memories as, taken together: nothing in
+#: conflict, a preference that depends on context, a behaviour that keeps switching, sources
+#: that disagree (the TANGLE conflict types).
+SITUATIONS: tuple[str, ...] = ("NONE", "CPC", "BOC", "SCC")
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,36 @@ class RiskVerdict:
     def __iter__(self) -> Any:
         """Unpacks as ``(tier, confidence)``."""
         return iter((self.tier, self.confidence))
+
+
+@dataclass(frozen=True)
+class SituationVerdict:
+    """How the memories nearest a query stand to each other as a whole: a probability for
+    each of ``NONE`` (nothing in conflict), ``CPC`` (depends on context), ``BOC`` (keeps
+    switching) and ``SCC`` (sources disagree), and why. A policy that is unsure which
+    holds can choose the action that fits all the likely ones (see
+    :func:`caap.policy.choose_under_uncertainty`)."""
+
+    probs: Mapping[str, float]
+    evidence: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.probs) - set(SITUATIONS)
+        if unknown:
+            raise ValueError(f"probs names unknown situations {sorted(unknown)}")
+        total = sum(self.probs.values())
+        if not 0.99 <= total <= 1.01 or any(v < 0 for v in self.probs.values()):
+            raise ValueError(f"situation probabilities must be >= 0 and sum to 1, got {total}")
+
+
+def situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+    """``layer.situation(query, texts)`` for a layer that reads whole situations (optional
+    in the protocol; ``None`` for one that does not, like ``rules``)."""
+    read = getattr(layer, "situation", None)
+    if read is None:
+        return None
+    verdict = read(query, texts)
+    return verdict if isinstance(verdict, SituationVerdict) else None
 
 
 @runtime_checkable

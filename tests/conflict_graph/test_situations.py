@@ -1,0 +1,77 @@
+"""The learned layer's situation reading, and training it (on the dev split: never test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from caap.conflict_graph._relations_learned import LearnedRelations, default_weights_path
+from caap.conflict_graph.relations import SITUATIONS, SituationVerdict, situation_of
+
+BLIND = Path(__file__).resolve().parents[2] / "caap" / "benchmark" / "data" / "blind"
+
+MEMORIES = [
+    "On weekdays Lena drinks her coffee black, no sugar.",
+    "At weekends with her sister Lena always takes a big milky latte.",
+    "Lena's bike has a flat tyre since Tuesday.",
+]
+
+
+@pytest.fixture(scope="module")
+def layer(embedder: Any) -> LearnedRelations:
+    return LearnedRelations(embedder=embedder)
+
+
+def test_the_shipped_weights_read_situations(layer: LearnedRelations) -> None:
+    verdict = layer.situation("How does Lena take her coffee?", MEMORIES)
+    assert isinstance(verdict, SituationVerdict)
+    assert set(verdict.probs) == set(SITUATIONS)
+    assert sum(verdict.probs.values()) == pytest.approx(1.0, abs=1e-4)
+    assert situation_of(layer, "How does Lena take her coffee?", MEMORIES) == verdict
+
+
+def test_no_query_or_no_memory_gives_no_reading(layer: LearnedRelations) -> None:
+    assert layer.situation("", MEMORIES) is None
+    assert layer.situation("How does Lena take her coffee?", []) is None
+
+
+def test_weights_without_a_situation_model_still_load(tmp_path: Path, embedder: Any) -> None:
+    with np.load(default_weights_path()) as z:
+        arrays = {k: z[k] for k in z.files if not k.startswith("sit_")}
+    old = tmp_path / "old.npz"
+    np.savez(old, **arrays)
+    layer = LearnedRelations(weights=old, embedder=embedder)
+    assert not layer.reads_situations
+    assert layer.situation("How does Lena take her coffee?", MEMORIES) is None
+    assert situation_of(layer, "How does Lena take her coffee?", MEMORIES) is None
+
+
+def test_rules_read_no_situation() -> None:
+    from caap.conflict_graph.relations import get_relation_layer
+
+    assert situation_of(get_relation_layer("rules"), "q?", MEMORIES) is None
+
+
+def test_a_verdict_must_be_a_distribution() -> None:
+    with pytest.raises(ValueError, match="sum to 1"):
+        SituationVerdict({"NONE": 0.7, "CPC": 0.7})
+    with pytest.raises(ValueError, match="unknown situations"):
+        SituationVerdict({"STALEISH": 1.0})
+
+
+def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> None:
+    from caap.conflict_graph._relations_train import train_relations
+
+    out = tmp_path / "w.npz"
+    card = train_relations(BLIND / "dev", out, embedder=embedder, seed=1)
+    sm = card["situation_model"]
+    assert sm["trained"] and sm["classes"] == list(SITUATIONS)
+    assert sm["train_queries"] > 0 and sm["dev_queries"] > 0
+    assert json.loads(out.with_suffix(".json").read_text())["situation_model"] == sm
+    layer = LearnedRelations(weights=out, embedder=embedder)
+    verdict = layer.situation("How does Lena take her coffee?", MEMORIES)
+    assert verdict is not None and set(verdict.probs) == set(SITUATIONS)
