@@ -17,14 +17,20 @@ from caap._embeddings import Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
-from caap.conflict_graph.relations import Facets, RelationLayer, resolve_relations
+from caap.conflict_graph.relations import (
+    Facets,
+    RelationLayer,
+    SituationVerdict,
+    resolve_relations,
+    situation_of,
+)
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading
 from caap.conflict_graph.stale import DependencyMap, invalidation_certain
 from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
 from caap.policy._reliability import SourceView, source_view
 
-__all__ = ["Analysis", "StaleView", "analyze"]
+__all__ = ["Analysis", "StaleView", "analyze", "max_risk"]
 
 
 @dataclass
@@ -143,6 +149,13 @@ class Analysis:
     stale: StaleView | None = None
     """For a stale-state cluster: the change, what it replaces, and whether the query leans
     on the old state."""
+    situation: SituationVerdict | None = None
+    """The relation layer's reading of the memories nearest the query taken together (how
+    likely they agree, depend on context, switch, or come from disagreeing sources), when
+    the layer reads situations."""
+    attributed: dict[str, float] = field(default_factory=dict)
+    """Per memory, how sure the layer is that it is someone else's account (a source other
+    than the user); absent when the layer gave no confidence."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -314,7 +327,17 @@ def analyze(
             newer = resolution is None or filled[i].created_at > resolution.created_at
             if filled[i].metadata.get(RESOLVES_KEY) and newer:
                 resolution = filled[i]
-    verdict = layer.risk(query, [filled[i].text for i in relevant])
+    verdict = layer.risk(query, [filled[i].text for i in dict.fromkeys(relevant + near)])
+    tier = verdict.tier
+    if layer.name != "rules":
+        # The guard's risk is the highest reading available: the offline cues read it too.
+        rules_tier = _rules_layer(config).risk(query, [filled[i].text for i in relevant]).tier
+        tier = max_risk(tier, rules_tier)
+    attributed: dict[str, float] = {}
+    for i in filled:
+        facets = graph.extraction(i)
+        if isinstance(facets, Facets):
+            attributed[i] = facets.source_confidence
     timeline = None
     if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
         timeline = graph.timeline(cluster.memory_ids)
@@ -324,7 +347,7 @@ def analyze(
         cluster=cluster,
         relevant=relevant,
         relevance=sims,
-        risk=verdict.tier,
+        risk=tier,
         risk_categories=list(verdict.categories),
         risk_confidence=verdict.confidence,
         timeline=timeline,
@@ -337,7 +360,28 @@ def analyze(
             if cluster is not None and cluster.conflict_type is ConflictType.STALE
             else None
         ),
+        situation=situation_of(layer, query, [filled[i].text for i in filled]),
+        attributed=attributed,
     )
+
+
+_RULES: dict[int, RelationLayer] = {}
+
+
+def _rules_layer(config: GraphConfig | None) -> RelationLayer:
+    key = id(config)
+    if key not in _RULES:
+        _RULES.clear()
+        _RULES[key] = resolve_relations("rules", config=config or GraphConfig())
+    return _RULES[key]
+
+
+_ORDER = {RiskTier.LOW: 0, RiskTier.MEDIUM: 1, RiskTier.HIGH: 2}
+
+
+def max_risk(*tiers: RiskTier) -> RiskTier:
+    """The highest of ``tiers`` (``LOW`` when none are given)."""
+    return max(tiers, key=lambda t: _ORDER[t], default=RiskTier.LOW)
 
 
 def short(text: str, words: int = 18) -> str:

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictEdge, Decision, EdgeKind, Memory, Response, RiskTier
-from caap.policy._analysis import Analysis, second_person, short
+from caap.policy._analysis import Analysis, max_risk, second_person, short
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
 
 #: Prefix of the rationale sentence the guard adds when it changes a decision.
 GUARD_TAG = "[guard]"
 _OVERRIDE = "commit changed to verify"
-
-_ORDER = {RiskTier.LOW: 0, RiskTier.MEDIUM: 1, RiskTier.HIGH: 2}
 
 #: Edges that say two memories disagree (either endpoint is disputed).
 _DISPUTES = frozenset(
@@ -49,21 +47,21 @@ _SELF_SOURCES = frozenset(
 )
 
 
-def max_risk(*tiers: RiskTier) -> RiskTier:
-    """The highest of ``tiers`` (``LOW`` when none are given)."""
-    return max(tiers, key=lambda t: _ORDER[t], default=RiskTier.LOW)
-
-
 def guarded(decision: Decision) -> bool:
     """True when the guard overrode ``decision``'s action."""
     return f"{GUARD_TAG} " in decision.rationale and _OVERRIDE in decision.rationale
 
 
-def _first_hand(memory: Memory) -> bool:
-    """Stated by the user themselves or by a written record."""
+def _first_hand(memory: Memory, attributed: float | None) -> bool:
+    """Stated by the user themselves or by a written record.
+
+    A memory with no source named is first-hand only when the relation layer read it as the
+    user's own account (``attributed``, its confidence that someone else is speaking, below
+    one half); with no reading at all it is not known to be, which is not evidence.
+    """
     src = memory.source
     if src is None or not src.strip():
-        return True
+        return attributed is not None and attributed < 0.5
     norm = _text.normalize_source(src)
     return (
         norm in _SELF_SOURCES
@@ -112,6 +110,12 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
             f"the recalled memories carry an unresolved {cluster.conflict_type.value} conflict"
             + (f" ({cluster.unresolved})" if cluster.unresolved else "")
         )
+    situation = analysis.situation
+    if situation is not None and situation.probs.get("NONE", 0.0) < 0.5:
+        return (
+            "the relation layer does not read the recalled memories as agreeing "
+            f"(agreement {situation.probs.get('NONE', 0.0):.2f})"
+        )
     claims = _claims(decision, analysis)
     if not claims:
         return "the decision cites no recalled memory to commit to"
@@ -119,13 +123,15 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
         edge = _voiding_edge(claim, analysis)
         if edge is not None:
             return f"a {edge.kind.value} edge in the recalled cluster bears on memory {claim}"
-    stated = [i for i in claims if _first_hand(analysis.memories[i])]
-    if not stated:
-        sources = sorted({analysis.memories[i].source or "" for i in claims} - {""})
+    second_hand = [
+        i for i in claims if not _first_hand(analysis.memories[i], analysis.attributed.get(i))
+    ]
+    if second_hand:
+        sources = sorted({analysis.memories[i].source or "" for i in second_hand} - {""})
         return (
-            "the claim comes only from "
-            + (", ".join(sources) or "an unnamed source")
-            + ", neither the user nor an authoritative record"
+            f"memory {second_hand[0]} is "
+            + (f"{', '.join(sources)}'s account" if sources else "not known to be first-hand")
+            + ", neither the user's own nor an authoritative record"
         )
     return None
 

@@ -16,6 +16,7 @@ from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, Response, RiskTier
 from caap.policy._analysis import Analysis, second_person, short
 from caap.policy._speech import stated_part
+from caap.policy._uncertainty import choose_under_uncertainty
 
 __all__ = ["decide_offline", "realize_offline"]
 
@@ -72,7 +73,58 @@ def _by_track_record(a: Analysis, make: Callable[..., Decision], missing: str) -
 
 
 def decide_offline(a: Analysis) -> Decision:
-    """Choose an action from the analysis (see module doc)."""
+    """Choose an action from the analysis (see module doc).
+
+    The graph's reading gives a first choice. When the relation layer also read the situation
+    as a whole (:attr:`Analysis.situation`), the action is the one that fits best in
+    expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
+    graph's choice as a small prior; a commit the graph justified by a later confirmation or
+    by the query naming the context stands, and so does the stale-state logic.
+    """
+    d = _decide_graph(a)
+    s = a.situation
+    if s is None or a.conflict_type is ConflictType.STALE or a.resolution is not None:
+        return d
+    if d.action is Action.COMMIT and a.settled_side is not None:
+        return d
+    if d.action is Action.CLARIFY and a.conflict_type is ConflictType.NONE:
+        return d  # nothing on record bears on the query: asking is the answer
+    high = a.risk is RiskTier.HIGH
+    action = choose_under_uncertainty(s.probs, high_risk=high, graph_action=d.action)
+    if action is d.action:
+        return d
+    conflicting = {k: v for k, v in s.probs.items() if k != "NONE"}
+    leading = max(conflicting, key=lambda k: conflicting[k]) if conflicting else "NONE"
+    ctype = d.conflict_type
+    if action is not Action.COMMIT and ctype is ConflictType.NONE:
+        ctype = ConflictType(leading)
+    elif action is Action.COMMIT:
+        ctype = ConflictType.NONE
+    reading = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.probs.items(), key=lambda kv: -kv[1]))
+    evidence = d.evidence if d.evidence else {"answer": a.relevant[:3]}
+    return d.model_copy(
+        update={
+            "action": action,
+            "conflict_type": ctype,
+            "evidence": evidence,
+            "missing_information": d.missing_information
+            or (None if action is Action.COMMIT else _MISSING[leading]),
+            "rationale": f"{action.value} fits the likely readings best (situation reading: "
+            f"{reading}; the graph alone chose {d.action.value}: {d.rationale})",
+        }
+    )
+
+
+_MISSING = {
+    "NONE": "which of these applies now",
+    "CPC": "which situation this is for",
+    "BOC": "which way it is going at the moment",
+    "SCC": "which account is current and authoritative",
+}
+
+
+def _decide_graph(a: Analysis) -> Decision:
+    """The action the graph's cluster reading alone calls for."""
     ctype = a.conflict_type
     sides = _sides(a)
     evidence = {label: ids for label, ids in sides.items()} or {"answer": a.relevant[:3]}
@@ -701,6 +753,36 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     r.cite(top)
 
 
+def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
+    """No conflict cluster was found, yet committing is not justified (the situation reading
+    says the memories may depend on context, switch, or disagree): lay them side by side."""
+    ids = [i for i in a.relevant if stated_part(a.text(i))][:4] or a.relevant[:3]
+    kind = d.conflict_type
+    lead = {
+        ConflictType.CPC: "these may each hold in a different situation",
+        ConflictType.BOC: "this seems to have gone back and forth",
+        ConflictType.SCC: "these come from different places and may not agree",
+    }.get(kind, "these may not all point the same way")
+    r.say(f"I can't give you one answer from your memories: {lead}.")
+    for i in ids:
+        r.bullet(_cap(_said(a, i, 30)))
+    r.cite(ids)
+    if d.action is Action.CONDITIONALIZE and len(ids) >= 2:
+        for i in ids[:2]:
+            r.branch(f"If it's like {short(a.text(i), 10)}", f"I'd go with {_quote(a, [i], 12)}")
+    elif d.action is Action.REVERSIBLE_TRIAL and ids:
+        r.say(
+            "I'd try the most recent one in a way that is easy to undo, and see how it goes "
+            "before settling on it."
+        )
+    elif d.action in (Action.VERIFY, Action.DEFER):
+        r.say(
+            "Before anyone acts on this, I'd check with whoever can settle it"
+            + (", and hold off until then." if d.action is Action.DEFER else ".")
+        )
+    r.ask(f"Can you tell me {d.missing_information or 'which of these applies now'}?")
+
+
 def _nothing_on_record(a: Analysis, r: _Draft) -> None:
     r.say(
         "I don't have anything on record that answers this directly, so I'd rather not guess "
@@ -752,8 +834,18 @@ def realize_offline(a: Analysis, d: Decision) -> Response:
     """Write the response the decision calls for, citing only visible memories."""
     r = _Draft()
     ctype = a.conflict_type
-    if ctype is ConflictType.NONE and d.action is Action.CLARIFY:
+    if (
+        ctype is ConflictType.NONE
+        and d.action is Action.CLARIFY
+        and d.conflict_type
+        in (
+            ConflictType.NONE,
+            None,
+        )
+    ):
         _nothing_on_record(a, r)
+    elif ctype is ConflictType.NONE and d.action is not Action.COMMIT:
+        _unsettled(a, d, r)
     elif d.action is Action.COMMIT and (ctype is ConflictType.NONE or a.resolution is not None):
         _commit(a, d, r)
     elif ctype is ConflictType.CPC:

@@ -100,3 +100,58 @@ def test_guard_applies_to_a_function_model_committing_with_bogus_ids(embedder: A
 
     d = CaapPolicy(FunctionModel(fn), embedder=embedder).decide(_meds(), MED_QUERY)
     assert d.action is Action.VERIFY and guarded(d)
+
+
+def _analysis(attributed: dict[str, float], situation: Any = None) -> Any:
+    from caap.policy._analysis import Analysis
+
+    mems = {
+        "a": Memory(
+            id="a", text="The clinic letter lists peanut as the only allergy.", user_id="u"
+        ),
+        "b": Memory(id="b", text="Grandma is sure cashews gave him hives.", user_id="u"),
+    }
+    return Analysis(
+        query="Is the cashew pesto safe for him?",
+        memories=mems,
+        cluster=None,
+        relevant=["a", "b"],
+        relevance={"a": 0.8, "b": 0.7},
+        risk=RiskTier.HIGH,
+        situation=situation,
+        attributed=attributed,
+    )
+
+
+def _commit_on(*ids: str) -> Decision:
+    return Decision(
+        action=Action.COMMIT,
+        conflict_type=ConflictType.NONE,
+        evidence={"answer": list(ids)},
+        risk=RiskTier.HIGH,
+        rationale="they agree",
+    )
+
+
+def test_a_commit_resting_on_someone_elses_account_becomes_verify() -> None:
+    # One claim is first-hand; the other is read as another person's account: not positive.
+    out = apply_guard(_commit_on("a", "b"), _analysis({"a": 0.1, "b": 0.8}))
+    assert out.action is Action.VERIFY and guarded(out)
+    assert "memory b" in out.rationale
+    kept = apply_guard(_commit_on("a"), _analysis({"a": 0.1, "b": 0.8}))
+    assert kept.action is Action.COMMIT
+
+
+def test_an_unnamed_source_without_a_reading_is_not_first_hand() -> None:
+    out = apply_guard(_commit_on("a"), _analysis({}))
+    assert out.action is Action.VERIFY and "not known to be first-hand" in out.rationale
+
+
+def test_a_situation_reading_short_of_agreement_blocks_the_commit() -> None:
+    from caap.conflict_graph.relations import SituationVerdict
+
+    doubt = SituationVerdict({"NONE": 0.4, "SCC": 0.6})
+    out = apply_guard(_commit_on("a"), _analysis({"a": 0.1}, doubt))
+    assert out.action is Action.VERIFY and "agreement 0.40" in out.rationale
+    sure = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
+    assert apply_guard(_commit_on("a"), _analysis({"a": 0.1}, sure)).action is Action.COMMIT

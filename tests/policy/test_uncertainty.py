@@ -1,0 +1,88 @@
+"""Choosing under an uncertain reading: expected fit over the situation probabilities."""
+
+from __future__ import annotations
+
+import pytest
+
+from caap.models import Action
+from caap.policy._uncertainty import FIT, GRAPH_PRIOR, choose_under_uncertainty, expected_fit
+
+
+def test_a_clear_agreement_commits() -> None:
+    assert choose_under_uncertainty({"NONE": 0.9, "CPC": 0.1}, high_risk=False) is Action.COMMIT
+
+
+def test_an_even_reading_picks_an_action_that_fits_every_conflict() -> None:
+    # Committing fits only one of four readings; answering per case fits three of them.
+    probs = {"NONE": 0.25, "CPC": 0.25, "BOC": 0.25, "SCC": 0.25}
+    action = choose_under_uncertainty(probs, high_risk=False)
+    assert action is not Action.COMMIT
+    assert all(FIT[False][s][action] >= 0.8 for s in ("CPC", "BOC", "SCC"))
+
+
+def test_a_likely_high_stakes_source_conflict_is_verified() -> None:
+    probs = {"NONE": 0.3, "SCC": 0.6, "CPC": 0.1}
+    assert choose_under_uncertainty(probs, high_risk=True) in (Action.VERIFY, Action.DEFER)
+
+
+def test_commit_never_fits_a_high_stakes_conflict() -> None:
+    for situation in ("CPC", "BOC", "SCC"):
+        assert FIT[True][situation][Action.COMMIT] == 0.0
+
+
+def test_the_graph_choice_breaks_near_ties() -> None:
+    probs = {"CPC": 0.5, "BOC": 0.5}
+    plain = expected_fit(probs, high_risk=False)
+    assert plain[Action.CONDITIONALIZE] > plain[Action.CLARIFY]
+    gap = plain[Action.CONDITIONALIZE] - plain[Action.CLARIFY]
+    assert gap < GRAPH_PRIOR
+    assert choose_under_uncertainty(probs, high_risk=False) is Action.CONDITIONALIZE
+    chosen = choose_under_uncertainty(probs, high_risk=False, graph_action=Action.CLARIFY)
+    assert chosen is Action.CLARIFY
+
+
+def test_an_unknown_situation_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown situations"):
+        expected_fit({"MAYBE": 1.0}, high_risk=False)
+
+
+def _analysis(probs: dict[str, float], risk: str = "low") -> object:
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import Memory, RiskTier
+    from caap.policy._analysis import Analysis
+
+    texts = {
+        "a": "On weekdays Lena drinks her coffee black.",
+        "b": "At weekends Lena takes a big milky latte.",
+    }
+    return Analysis(
+        query="How does Lena take her coffee?",
+        memories={i: Memory(id=i, text=t, user_id="lena") for i, t in texts.items()},
+        cluster=None,
+        relevant=["a", "b"],
+        relevance={"a": 0.8, "b": 0.75},
+        risk=RiskTier(risk),
+        situation=SituationVerdict(probs),
+        attributed={"a": 0.0, "b": 0.0},
+    )
+
+
+def test_the_offline_policy_acts_on_the_situation_reading_the_graph_missed() -> None:
+    from caap.policy.offline import decide_offline, realize_offline
+
+    a = _analysis({"NONE": 0.2, "CPC": 0.7, "BOC": 0.1})
+    d = decide_offline(a)  # type: ignore[arg-type]
+    assert d.action is Action.CONDITIONALIZE
+    assert "graph alone chose commit" in d.rationale
+    r = realize_offline(a, d)  # type: ignore[arg-type]
+    assert "These agree" not in r.text
+    assert set(r.cited_memory_ids) == {"a", "b"} and r.questions and r.branches
+
+
+def test_the_offline_policy_commits_when_the_reading_agrees() -> None:
+    from caap.policy.offline import decide_offline, realize_offline
+
+    a = _analysis({"NONE": 0.9, "CPC": 0.1})
+    d = decide_offline(a)  # type: ignore[arg-type]
+    assert d.action is Action.COMMIT
+    assert realize_offline(a, d).cited_memory_ids  # type: ignore[arg-type]
