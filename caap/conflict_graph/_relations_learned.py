@@ -173,7 +173,11 @@ class LearnedRelations:
                     base,
                     context_confidence=float(p[FACET_CLASSES.index("conditional")]),
                     time_confidence=float(p[FACET_CLASSES.index("time_ordered")]),
-                    source_confidence=float(p[FACET_CLASSES.index("attributed")]),
+                    # Someone else's account if either reading says so: the guard needs a
+                    # positive reading that the user is speaking, not an absent cue.
+                    source_confidence=max(
+                        float(p[FACET_CLASSES.index("attributed")]), base.source_confidence
+                    ),
                 )
             )
         return out

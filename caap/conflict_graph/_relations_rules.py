@@ -6,6 +6,7 @@ tuned on text written alongside them. Every probability it gives is 0 or 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from caap.conflict_graph import _text
@@ -30,13 +31,27 @@ _RELATION_OF: dict[EdgeKind, Relation] = {
 }
 
 
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|myself)\b", re.I)
+
+
+def attribution(text: str, ext: Extraction) -> float:
+    """How sure the cues are that someone other than the user is speaking: 1 with a source
+    found; 0 for the user's own words (first person, about themselves); 0.5 otherwise (no
+    source found is not evidence that it is the user's own account)."""
+    if ext.source is not None:
+        return 1.0
+    if _FIRST_PERSON.search(text) and not about_someone_else(text):
+        return 0.0
+    return 0.5
+
+
 def facets_from_extraction(text: str, ext: Extraction) -> Facets:
     """An extraction with the rule cues' (certain) confidences and change flags."""
     if isinstance(ext, Facets):
         return ext
     return Facets(
         **{f: getattr(ext, f) for f in Extraction.__dataclass_fields__},
-        source_confidence=float(ext.source is not None),
+        source_confidence=attribution(text, ext),
         context_confidence=float(ext.context is not None),
         time_confidence=float(bool({"time", "return", "change"} & set(ext.cues))),
         change_event=is_change_event(text),

@@ -175,6 +175,10 @@ def _instance_examples(inst: Any, corpus: Corpus, rng: random.Random) -> None:
     corpus.situations.append(
         SituationExample(inst.query, [m.text for m in inst.memories], inst.conflict_type, group)
     )
+    # The same situation as an agent holds it: the user's own turns of the conversations.
+    said = [t.content for s in inst.sessions for t in s.turns if t.role == "user"]
+    if said:
+        corpus.situations.append(SituationExample(inst.query, said, inst.conflict_type, group))
     # What a policy is shown: every memory; the risk model reads the ones nearest the query.
     shown = [m.text for m in inst.memories]
     corpus.risks.append(RiskExample(inst.query, shown, inst.high_risk, group))
@@ -190,6 +194,10 @@ def _scenario_pairs(sc: Any, corpus: Corpus) -> None:
                 by_tag.setdefault(t.tag, []).append(t.content)
     rel = "supersedes" if sc.kind == "direct" else "invalidates"
     group = sc.persona.id
+    # Every probe reads a situation where a later state replaces or rules out an earlier one.
+    said = [t.content for s in sc.sessions for t in s.turns if t.role == "user"]
+    for probe in sc.probes:
+        corpus.situations.append(SituationExample(probe.query, said, "STALE", group))
     old, upd, dis = by_tag.get("old", []), by_tag.get("update", []), by_tag.get("distractor", [])
     for o in old:
         for u in upd:
@@ -435,10 +443,11 @@ def train_relations(
     def situation_x(ex: Sequence[SituationExample], fmodel: Any, pprobs: Any) -> Any:
         rows = []
         for e in ex:
-            mat = np.stack([vec[t] for t in e.texts])
+            texts = list(dict.fromkeys(e.texts))
+            mat = np.stack([vec[t] for t in texts])
             sims = mat @ vec[e.query]
             order = np.argsort(-sims, kind="stable")[:SITUATION_K]
-            top = [e.texts[int(j)] for j in order]
+            top = [texts[int(j)] for j in order]
             pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
             rows.append(
                 situation_features(sims[order], pprobs(pairs), facet_probs(fmodel, top), RELATIONS)
@@ -468,7 +477,9 @@ def train_relations(
         syd = np.array([SITUATIONS.index(e.situation) for e in held.situations], dtype=np.int64)
         smu, ssd = _standardise(sx)
         for c in [*grid, 1.0]:
-            m = LogisticRegression(C=c, max_iter=3000, random_state=seed).fit((sx - smu) / ssd, sy)
+            m = LogisticRegression(
+                C=c, max_iter=3000, class_weight="balanced", random_state=seed
+            ).fit((sx - smu) / ssd, sy)
             pdv = np.zeros((len(syd), len(SITUATIONS)))
             pdv[:, m.classes_] = m.predict_proba((sxd - smu) / ssd)
             pdv /= pdv.sum(axis=1, keepdims=True)
@@ -479,7 +490,7 @@ def train_relations(
         sit_loss, sit_c, sit_model = sit_best
         spred = sit_model.predict((sxd - smu) / ssd)
         sit_w = np.zeros((sx.shape[1], len(SITUATIONS)), dtype=np.float32)
-        sit_b = np.full(len(SITUATIONS), -30.0, dtype=np.float32)
+        sit_b = np.full(len(SITUATIONS), -30.0, dtype=np.float32)  # a situation never seen
         for k, cls in enumerate(sit_model.classes_):
             sit_w[:, cls] = sit_model.coef_[k]
             sit_b[cls] = sit_model.intercept_[k]

@@ -426,8 +426,18 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+_SPEAKER = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|myself)\b")
+
+
 def name_tokens(text: str) -> set[str]:
-    """Capitalised tokens of one text (candidates for the user's own name)."""
+    """Capitalised tokens of one text (candidates for the user's own name).
+
+    A text in the user's own words ("I", "my") names other people, firms and places, never
+    the user: it offers no candidate (else a dentist or an internet provider mentioned in
+    most of a user's chat turns would be taken for the user and written as "you").
+    """
+    if _SPEAKER.search(text):
+        return set()
     return {m.group(1) for m in _NAMEISH.finditer(text)}
 
 

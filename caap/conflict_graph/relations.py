@@ -85,8 +85,9 @@ RELATIONS: tuple[Relation, ...] = (
 
 #: What a relation layer can read a query's nearest memories as, taken together: nothing in
 #: conflict, a preference that depends on context, a behaviour that keeps switching, sources
-#: that disagree (the TANGLE conflict types).
-SITUATIONS: tuple[str, ...] = ("NONE", "CPC", "BOC", "SCC")
+#: that disagree (the TANGLE conflict types), or a later state that replaced or ruled out an
+#: earlier one (stale state).
+SITUATIONS: tuple[str, ...] = ("NONE", "CPC", "BOC", "SCC", "STALE")
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,8 @@ class RiskVerdict:
 class SituationVerdict:
     """How the memories nearest a query stand to each other as a whole: a probability for
     each of ``NONE`` (nothing in conflict), ``CPC`` (depends on context), ``BOC`` (keeps
-    switching) and ``SCC`` (sources disagree), and why. A policy that is unsure which
+    switching), ``SCC`` (sources disagree) and ``STALE`` (a later state replaced an earlier
+    one), and why. A policy that is unsure which
     holds can choose the action that fits all the likely ones (see
     :func:`caap.policy.choose_under_uncertainty`)."""
 

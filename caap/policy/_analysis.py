@@ -19,6 +19,7 @@ from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.relations import (
     Facets,
+    MemoryView,
     RelationLayer,
     SituationVerdict,
     resolve_relations,
@@ -156,6 +157,9 @@ class Analysis:
     attributed: dict[str, float] = field(default_factory=dict)
     """Per memory, how sure the layer is that it is someone else's account (a source other
     than the user); absent when the layer gave no confidence."""
+    successor: str | None = None
+    """When the situation reads as stale state: the later memory the layer reads as most
+    likely replacing (or ruling out) the memory nearest the query."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -327,12 +331,13 @@ def analyze(
             newer = resolution is None or filled[i].created_at > resolution.created_at
             if filled[i].metadata.get(RESOLVES_KEY) and newer:
                 resolution = filled[i]
-    verdict = layer.risk(query, [filled[i].text for i in dict.fromkeys(relevant + near)])
+    verdict = layer.risk(query, _risk_texts(layer, filled, relevant, near))
     tier = verdict.tier
     if layer.name != "rules":
         # The guard's risk is the highest reading available: the offline cues read it too.
         rules_tier = _rules_layer(config).risk(query, [filled[i].text for i in relevant]).tier
         tier = max_risk(tier, rules_tier)
+    situation = situation_of(layer, query, [filled[i].text for i in filled])
     attributed: dict[str, float] = {}
     for i in filled:
         facets = graph.extraction(i)
@@ -360,9 +365,55 @@ def analyze(
             if cluster is not None and cluster.conflict_type is ConflictType.STALE
             else None
         ),
-        situation=situation_of(layer, query, [filled[i].text for i in filled]),
+        situation=situation,
         attributed=attributed,
+        successor=_successor(layer, filled, sims) if _reads_stale(situation) else None,
     )
+
+
+def _risk_texts(
+    layer: RelationLayer, filled: Mapping[str, Memory], relevant: list[str], near: list[str]
+) -> list[str]:
+    """What the layer reads the risk from: the cues read the memories of the query's cluster;
+    a fitted layer the nearest memories as well (it was trained on the memories nearest the
+    query, and picks those itself)."""
+    ids = relevant if layer.name == "rules" else list(dict.fromkeys(relevant + near))
+    return [filled[i].text for i in ids]
+
+
+def _reads_stale(situation: SituationVerdict | None) -> bool:
+    if situation is None:
+        return False
+    return max(situation.probs, key=lambda k: situation.probs[k]) == "STALE"
+
+
+#: Relations that say the later of two memories replaces or rules out the earlier.
+_REPLACING = ("supersedes", "invalidates", "temporal_change")
+
+
+def _successor(
+    layer: RelationLayer, filled: Mapping[str, Memory], sims: Mapping[str, float], near: int = 8
+) -> str | None:
+    """The later memory, among the ``near`` nearest the query, that the layer reads as most
+    likely replacing the nearest one (``None`` when nothing nearby is later)."""
+    ranked = sorted(filled, key=lambda i: -sims[i])[:near]
+    if not ranked:
+        return None
+    anchor = filled[ranked[0]]
+
+    def when(m: Memory) -> float:
+        return (m.observed_at or m.created_at).timestamp()
+
+    later = [i for i in ranked[1:] if when(filled[i]) > when(anchor)]
+    if not later:
+        return None
+
+    def view(m: Memory) -> MemoryView:
+        return MemoryView(id=m.id, text=m.text, source=m.source, order=when(m))
+
+    verdicts = layer.relate([(view(anchor), view(filled[i])) for i in later])
+    scores = [sum(v.probs.get(r, 0.0) for r in _REPLACING) for v in verdicts]
+    return later[max(range(len(later)), key=lambda k: scores[k])]
 
 
 _RULES: dict[int, RelationLayer] = {}

@@ -13,7 +13,8 @@ the reading is wrong. Instead the policy picks the action with the highest *expe
 harmful), one table for ordinary stakes and one for high stakes, where committing to the wrong
 reading costs more and checking is worth more. It follows the design's guidance (CPC: answer
 per context or ask; BOC: a reversible step, per phase or ask; SCC: verify, and never act on a
-high-stakes matter before that; nothing in conflict: commit). An action that fits every likely
+high-stakes matter before that; stale state: act on the current state, confirming it first
+when the stakes are high; nothing in conflict: commit). An action that fits every likely
 reading moderately beats one that fits the favourite perfectly and the others not at all.
 
 Pure functions; no wording is read here.
@@ -43,12 +44,14 @@ FIT: dict[bool, dict[str, dict[Action, float]]] = {
         "CPC": {_CO: 1.0, _CL: 0.9, _T: 0.2, _V: 0.1, _C: 0.0, _D: 0.0},
         "BOC": {_T: 1.0, _CO: 0.9, _CL: 0.8, _V: 0.1, _C: 0.0, _D: 0.0},
         "SCC": {_V: 1.0, _CL: 0.8, _CO: 0.8, _D: 0.3, _C: 0.1, _T: 0.0},
+        "STALE": {_C: 1.0, _V: 0.6, _CL: 0.4, _CO: 0.3, _T: 0.1, _D: 0.0},
     },
     True: {
         "NONE": {_C: 1.0, _V: 0.4, _CL: 0.3, _CO: 0.3, _D: 0.2, _T: 0.0},
         "CPC": {_CL: 1.0, _CO: 0.9, _V: 0.3, _D: 0.1, _C: 0.0, _T: 0.0},
         "BOC": {_CL: 1.0, _CO: 0.8, _V: 0.4, _T: 0.3, _D: 0.2, _C: 0.0},
         "SCC": {_V: 1.0, _D: 0.9, _CL: 0.4, _CO: 0.2, _C: 0.0, _T: 0.0},
+        "STALE": {_V: 1.0, _C: 0.5, _CL: 0.5, _D: 0.4, _CO: 0.2, _T: 0.0},
     },
 }
 

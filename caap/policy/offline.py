@@ -91,24 +91,30 @@ def decide_offline(a: Analysis) -> Decision:
         return d  # nothing on record bears on the query: asking is the answer
     high = a.risk is RiskTier.HIGH
     action = choose_under_uncertainty(s.probs, high_risk=high, graph_action=d.action)
-    if action is d.action:
+    top = max(s.probs, key=lambda k: s.probs[k])
+    newest = top == "STALE" and action in (Action.COMMIT, Action.VERIFY)
+    if action is d.action and not (newest and d.conflict_type is ConflictType.NONE):
         return d
-    conflicting = {k: v for k, v in s.probs.items() if k != "NONE"}
+    conflicting = {k: v for k, v in s.probs.items() if k not in ("NONE", "STALE")}
     leading = max(conflicting, key=lambda k: conflicting[k]) if conflicting else "NONE"
     ctype = d.conflict_type
-    if action is not Action.COMMIT and ctype is ConflictType.NONE:
-        ctype = ConflictType(leading)
+    if newest:
+        # A later state seems to replace an earlier one the graph did not link: act on the
+        # newest relevant memory and say what it replaces.
+        ctype = ConflictType.STALE
     elif action is Action.COMMIT:
         ctype = ConflictType.NONE
+    elif ctype is ConflictType.NONE:
+        ctype = ConflictType(leading)
     reading = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.probs.items(), key=lambda kv: -kv[1]))
     evidence = d.evidence if d.evidence else {"answer": a.relevant[:3]}
+    missing = None if action is Action.COMMIT else _MISSING["STALE" if newest else leading]
     return d.model_copy(
         update={
             "action": action,
             "conflict_type": ctype,
             "evidence": evidence,
-            "missing_information": d.missing_information
-            or (None if action is Action.COMMIT else _MISSING[leading]),
+            "missing_information": d.missing_information or missing,
             "rationale": f"{action.value} fits the likely readings best (situation reading: "
             f"{reading}; the graph alone chose {d.action.value}: {d.rationale})",
         }
@@ -120,6 +126,7 @@ _MISSING = {
     "CPC": "which situation this is for",
     "BOC": "which way it is going at the moment",
     "SCC": "which account is current and authoritative",
+    "STALE": "whether the most recent information is still current",
 }
 
 
@@ -783,6 +790,35 @@ def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
     r.ask(f"Can you tell me {d.missing_information or 'which of these applies now'}?")
 
 
+def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
+    """The situation reading says a later state replaced an earlier one the graph did not
+    link: answer from the most recent of the memories nearest the query, and name what it
+    may replace as history."""
+    near = [i for i in a.relevant if stated_part(a.text(i))][:4] or a.relevant[:3]
+    if not near:
+        _nothing_on_record(a, r)
+        return
+    if a.successor is not None and a.successor in a.memories:
+        latest = a.successor
+    else:
+        latest = max(near, key=lambda i: (_when(a, i), -near.index(i)))
+    earlier = [i for i in near if i != latest and _when(a, i) <= _when(a, latest)][:2]
+    r.say(f"Going by the most recent thing on record: {_said(a, latest, 30)}.")
+    r.cite([latest])
+    if earlier:
+        r.say(
+            "That may replace what was said before ("
+            + "; ".join(_said(a, i, 18) for i in earlier)
+            + "), so I'd treat the earlier note as history and answer for the current state."
+        )
+        r.cite(earlier)
+    if d.action is Action.VERIFY:
+        r.say("Because the stakes are high, I'd confirm the current state before acting on it.")
+        r.ask("Can you confirm the most recent information is still current?")
+        return
+    r.say("If that has changed again, tell me and I'll plan around the newer situation.")
+
+
 def _nothing_on_record(a: Analysis, r: _Draft) -> None:
     r.say(
         "I don't have anything on record that answers this directly, so I'd rather not guess "
@@ -844,6 +880,8 @@ def realize_offline(a: Analysis, d: Decision) -> Response:
         )
     ):
         _nothing_on_record(a, r)
+    elif d.conflict_type is ConflictType.STALE and ctype is not ConflictType.STALE:
+        _newest_state(a, d, r)
     elif ctype is ConflictType.NONE and d.action is not Action.COMMIT:
         _unsettled(a, d, r)
     elif d.action is Action.COMMIT and (ctype is ConflictType.NONE or a.resolution is not None):

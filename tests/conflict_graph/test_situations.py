@@ -75,3 +75,16 @@ def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> Non
     layer = LearnedRelations(weights=out, embedder=embedder)
     verdict = layer.situation("How does Lena take her coffee?", MEMORIES)
     assert verdict is not None and set(verdict.probs) == set(SITUATIONS)
+
+
+def test_the_users_own_words_offer_no_name_for_the_user() -> None:
+    from caap.conflict_graph import _text
+
+    chat = [
+        "Renewed my Vodafone fibre today.",
+        "The Vodafone router needed another reset, I'm fed up.",
+        "Speed test on my laptop: Vodafone gives me 600 Mb.",
+    ]
+    assert _text.subject_names(chat) == set()
+    told = ["Maya takes her tea black.", "Maya's GP is Dr Osei.", "Maya walks to work."]
+    assert _text.subject_names(told) == {"Maya"}

@@ -86,3 +86,42 @@ def test_the_offline_policy_commits_when_the_reading_agrees() -> None:
     d = decide_offline(a)  # type: ignore[arg-type]
     assert d.action is Action.COMMIT
     assert realize_offline(a, d).cited_memory_ids  # type: ignore[arg-type]
+
+
+def test_a_stale_reading_answers_from_the_later_state_and_names_it_history() -> None:
+    from datetime import UTC, datetime
+
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import ConflictType, Memory, RiskTier
+    from caap.policy._analysis import Analysis
+    from caap.policy.offline import decide_offline, realize_offline
+
+    old = Memory(
+        id="old",
+        text="Renewed my Vodafone fibre for another year.",
+        user_id="u",
+        created_at=datetime(2024, 2, 10, tzinfo=UTC),
+    )
+    new = Memory(
+        id="new",
+        text="The Openreach engineer set up the new Zen line today.",
+        user_id="u",
+        created_at=datetime(2024, 6, 12, tzinfo=UTC),
+    )
+    a = Analysis(
+        query="Am I still with Vodafone?",
+        memories={"old": old, "new": new},
+        cluster=None,
+        relevant=["old", "new"],
+        relevance={"old": 0.8, "new": 0.4},
+        risk=RiskTier.LOW,
+        situation=SituationVerdict({"STALE": 0.7, "NONE": 0.2, "BOC": 0.1}),
+        attributed={"old": 0.0, "new": 0.0},
+        successor="new",
+    )
+    d = decide_offline(a)
+    assert d.action is Action.COMMIT and d.conflict_type is ConflictType.STALE
+    r = realize_offline(a, d)
+    assert r.cited_memory_ids[0] == "new"
+    assert "replace" in r.text and "Zen line" in r.text
+    assert "These agree" not in r.text
