@@ -40,7 +40,9 @@ from caap.conflict_graph.relations import (
     Relation,
     RelationLayer,
     RiskVerdict,
+    SituationVerdict,
     get_relation_layer,
+    situation_of,
 )
 from caap.conflict_graph.rules import GraphConfig
 from caap.llm import ChatModel, LLMError, Message, infer_model, structured_call
@@ -49,6 +51,7 @@ from caap.models import RiskTier
 __all__ = [
     "MODEL_ENV",
     "PROMPT_VERSION",
+    "SITUATION_STATEMENTS",
     "FacetAnswer",
     "FacetAnswers",
     "LLMRelations",
@@ -56,6 +59,7 @@ __all__ = [
     "PairAnswers",
     "RelationFault",
     "RiskAnswer",
+    "SituationAnswer",
 ]
 
 logger = logging.getLogger(__name__)
@@ -167,6 +171,30 @@ class RiskAnswer(_Answer):
     )
 
 
+class SituationAnswer(_Answer):
+    """How the statements nearest a question stand to each other, taken together."""
+
+    agree: float = Field(
+        description="Probability from 0 to 1 that they agree: one answer fits every case."
+    )
+    depends_on_context: float = Field(
+        description="Probability from 0 to 1 that the answer depends on a situation or "
+        "condition the question does not give (each statement true in its own situation)."
+    )
+    keeps_switching: float = Field(
+        description="Probability from 0 to 1 that the behaviour has switched back and forth "
+        "over time, so the latest phase is not a reliable guide."
+    )
+    sources_disagree: float = Field(
+        description="Probability from 0 to 1 that different sources (people, records, apps, "
+        "labels, the user's own memory) report incompatible facts."
+    )
+    later_replaces_earlier: float = Field(
+        description="Probability from 0 to 1 that a later statement replaced an earlier state "
+        "or made it untrue (a new job, a move, a diagnosis that rules out a habit)."
+    )
+
+
 # -- prompts, kept with their response models ----------------------------------------------
 
 
@@ -206,6 +234,18 @@ _RISK = _Prompt(
     "remembered statements it would answer from. " + _DATA_RULE,
     RiskAnswer,
 )
+
+
+_SITUATION = _Prompt(
+    "relation_situation",
+    "You read the remembered statements an assistant would answer the question from, and say "
+    "how likely each reading of them taken together is. Judge meaning, not wording; the "
+    "readings need not sum to 1. " + _DATA_RULE,
+    SituationAnswer,
+)
+
+#: How many statements (the first given: the nearest the query) a situation request quotes.
+SITUATION_STATEMENTS = 12
 
 
 def _quote(payload: object) -> str:
@@ -254,7 +294,7 @@ def _span(span: str | None, text: str, what: str) -> str | None:
 class RelationFault:
     """One batch the model could not answer, answered by the fallback layer instead."""
 
-    method: Literal["facets", "relate", "risk"]
+    method: Literal["facets", "relate", "risk", "situation"]
     kind: str
     """``LLMError.kind`` (``timeout``, ``server_error``, ``malformed_output``, ``schema`` ...),
     ``range`` for an answer that did not fit the request, or the exception's class name."""
@@ -370,7 +410,10 @@ class LLMRelations:
         return structured_call(self.model, messages, prompt.response, schema_name=prompt.name)
 
     def _fault(
-        self, method: Literal["facets", "relate", "risk"], exc: BaseException, n: int
+        self,
+        method: Literal["facets", "relate", "risk", "situation"],
+        exc: BaseException,
+        n: int,
     ) -> None:
         fault = RelationFault(method, _fault_kind(exc), str(exc).splitlines()[0][:300], n)
         self.faults.append(fault)
@@ -506,5 +549,38 @@ class LLMRelations:
         except Exception as exc:
             self._fault("risk", exc, 1)
             return self.fallback.risk(query, texts)
+        self._put(key, verdict)
+        return verdict
+
+    def situation(self, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+        """The model's reading of the statements nearest ``query`` taken together (the first
+        :data:`SITUATION_STATEMENTS` of ``texts``; pass them nearest first), as probabilities
+        over :data:`~caap.conflict_graph.relations.SITUATIONS`; the fallback's reading on any
+        fault (``None`` when the fallback reads no situations)."""
+        texts = list(dict.fromkeys(texts))[:SITUATION_STATEMENTS]
+        if not query.strip() or not texts:
+            return None
+        key = self._key("situation", query, texts)
+        cached = self._get(key)
+        if isinstance(cached, SituationVerdict):
+            return cached
+        try:
+            a = self._ask(_SITUATION, {"question": query, "statements": texts})
+            raw = {
+                "NONE": _prob(a.agree, "agree"),
+                "CPC": _prob(a.depends_on_context, "depends_on_context"),
+                "BOC": _prob(a.keeps_switching, "keeps_switching"),
+                "SCC": _prob(a.sources_disagree, "sources_disagree"),
+                "STALE": _prob(a.later_replaces_earlier, "later_replaces_earlier"),
+            }
+            total = sum(raw.values())
+            if total <= 0.0:
+                raise _RangeError("every reading is 0")
+            probs = {k: v / total for k, v in raw.items()}
+            best = max(probs, key=lambda k: probs[k])
+            verdict = SituationVerdict(probs, f"model: {best} {probs[best]:.2f}")
+        except Exception as exc:
+            self._fault("situation", exc, 1)
+            return situation_of(self.fallback, query, texts)
         self._put(key, verdict)
         return verdict

@@ -337,7 +337,8 @@ def analyze(
         # The guard's risk is the highest reading available: the offline cues read it too.
         rules_tier = _rules_layer(config).risk(query, [filled[i].text for i in relevant]).tier
         tier = max_risk(tier, rules_tier)
-    situation = situation_of(layer, query, [filled[i].text for i in filled])
+    by_nearness = sorted(filled, key=lambda i: -sims[i])
+    situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
     attributed: dict[str, float] = {}
     for i in filled:
         facets = graph.extraction(i)

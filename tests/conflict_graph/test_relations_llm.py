@@ -266,3 +266,56 @@ def test_the_default_fallback_is_the_learned_layer() -> None:
     assert layer.fallback.name == "learned"
     assert got == layer.fallback.relate([(A, B), (C, D)])
     assert layer.last_fault is not None and layer.last_fault.kind == "timeout"
+
+
+def _situation_reply(agree: float, ctx: float, switch: float, src: float, later: float) -> str:
+    return json.dumps(
+        {
+            "agree": agree,
+            "depends_on_context": ctx,
+            "keeps_switching": switch,
+            "sources_disagree": src,
+            "later_replaces_earlier": later,
+        }
+    )
+
+
+def test_the_situation_is_read_normalised_and_cached() -> None:
+    model = ScriptedModel([_situation_reply(0.1, 0.1, 0.0, 0.6, 0.0)])
+    layer = _layer(model)
+    v = layer.situation("How many tablets should she take?", [A.text, B.text, A.text])
+    assert v is not None
+    assert v.probs["SCC"] == pytest.approx(0.75) and sum(v.probs.values()) == pytest.approx(1.0)
+    assert layer.situation("How many tablets should she take?", [A.text, B.text]) == v  # cached
+    assert len(model.calls) == 1
+    assert '"statements"' in model.calls[0][1]["content"]
+
+
+def test_a_bad_situation_reading_falls_back() -> None:
+    layer = LLMRelations(
+        ScriptedModel([_situation_reply(0.0, 0.0, 0.0, 0.0, 0.0)]), fallback="learned"
+    )
+    got = layer.situation("How many tablets should she take?", [A.text, B.text])
+    assert got == layer.fallback.situation("How many tablets should she take?", [A.text, B.text])  # type: ignore[attr-defined]
+    assert layer.last_fault is not None and layer.last_fault.method == "situation"
+    assert layer.last_fault.kind == "range"
+    # A fallback that reads no situation gives none.
+    rules_backed = _layer(ScriptedModel([LLMTimeout("slow")]))
+    assert rules_backed.situation("How many tablets?", [A.text]) is None
+
+
+def test_over_the_wire_the_policy_acts_on_the_model_situation() -> None:
+    from caap.models import Action, Memory
+    from caap.policy import CaapPolicy
+
+    mems = [Memory(id=v.id, text=v.text, user_id="jo") for v in (A, B)]
+    query = "How many tablets should she take tonight?"
+    replies = [_situation_reply(0.05, 0.05, 0.0, 0.9, 0.0)] * 8
+    with ChatCompletionsServer(replies) as server:
+        layer = _wire(server)
+        policy = CaapPolicy(relations=layer)
+        d = policy.decide(mems, query)
+        sent = [r for r in server.requests if "relation_situation" in json.dumps(r)]
+    assert sent, "the situation request went over the wire"
+    assert d.action in (Action.VERIFY, Action.DEFER, Action.CLARIFY, Action.CONDITIONALIZE)
+    assert d.action is not Action.COMMIT
