@@ -319,6 +319,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         batch=args.batch,
         graph_writes=args.graph_writes,
         mem0=not args.no_mem0,
+        relations=args.relations,
         seed=args.seed,
         progress=not args.quiet,
     )
@@ -469,6 +470,14 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=64, help="memories per remember_many call")
     p.add_argument("--graph-writes", type=int, default=300)
     p.add_argument("--no-mem0", action="store_true", help="skip the Mem0 infer=False peer")
+    p.add_argument(
+        "--relations",
+        nargs="+",
+        default=["rules"],
+        metavar="LAYER",
+        help="relation layers to run the agent with end to end, one row each (default: rules; "
+        "e.g. --relations rules learned)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")

@@ -137,6 +137,9 @@ class BenchConfig:
     k: int = 8
     mem0: bool = True
     """Also run the Mem0 ``infer=False`` peer when the ``mem0`` extra is installed."""
+    relations: Sequence[str] = ("rules",)
+    """Relation layers to run the agent with end to end (one row each, each with its own raw
+    peer in the same run; the Mem0 peer runs with the first)."""
     seed: int = 0
     progress: bool = True
 
@@ -208,16 +211,18 @@ def _mem0_backend(path: str, embedder: Any) -> tuple[Any | None, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _end_to_end(n: int, cfg: BenchConfig, out: dict[str, Any]) -> None:
+def _end_to_end(
+    n: int, cfg: BenchConfig, out: dict[str, Any], relations: str = "rules", mem0: bool = True
+) -> None:
     from caap import Agent
     from caap.adapters.builtin import BuiltinBackend
     from caap.models import Memory
 
     texts = corpus(n, cfg.seed)
     qs = queries(cfg.queries)
-    row: dict[str, Any] = {"n": n}
+    row: dict[str, Any] = {"n": n, "relations": relations}
     with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
-        agent = Agent(d1)
+        agent = Agent(d1, relations=relations)
         raw = BuiltinBackend(d2, embedder=agent.embedder)
         agent.embedder.encode(texts[:64])  # load and warm the model outside the timings
         show = cfg.progress
@@ -231,7 +236,7 @@ def _end_to_end(n: int, cfg: BenchConfig, out: dict[str, Any]) -> None:
         row["ingest_agent"] = _ingest(
             lambda c: agent.remember_many(c, "u"), texts, cfg.batch, f"agent ingest {n}", show
         )
-        if cfg.mem0:
+        if cfg.mem0 and mem0:
             with tempfile.TemporaryDirectory() as d3:
                 m0, why = _mem0_backend(d3, agent.embedder)
                 if m0 is None:
@@ -381,6 +386,13 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
             raise ValueError(f"sizes must be positive integers, got {n!r}")
     if cfg.queries < 1 or cfg.batch < 1 or cfg.graph_writes < 1:
         raise ValueError("queries, batch and graph_writes must be positive")
+    from caap.conflict_graph.relations import relation_layer_names
+
+    unknown = [r for r in cfg.relations if r not in relation_layer_names()]
+    if not cfg.relations or unknown:
+        raise ValueError(
+            f"relations must name layers from {relation_layer_names()}, got {list(cfg.relations)}"
+        )
     out: dict[str, Any] = {"schema_version": "1", "machine": describe_machine()}
     out["config"] = {
         "sizes": list(cfg.sizes),
@@ -390,9 +402,11 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         "graph_writes": cfg.graph_writes,
         "k": cfg.k,
         "seed": cfg.seed,
+        "relations": list(cfg.relations),
     }
     for n in cfg.sizes:
-        _end_to_end(n, cfg, out)
+        for j, layer in enumerate(cfg.relations):
+            _end_to_end(n, cfg, out, relations=layer, mem0=j == 0)
     if cfg.graph_sizes:
         pool = _pool(cfg, min(4000, max(cfg.graph_sizes)))
         for n in cfg.graph_sizes:
@@ -404,6 +418,11 @@ def _f(x: Any, nd: int = 1) -> str:
     return "—" if x is None else f"{x:.{nd}f}"
 
 
+def _label(row: dict[str, Any], layers: bool) -> str:
+    """``N``, and the agent's relation layer when the report compares several."""
+    return f"{row['n']} ({row['relations']})" if layers and row.get("relations") else str(row["n"])
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown tables."""
     m = report["machine"]
@@ -413,6 +432,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     rows = report.get("end_to_end", [])
+    layers = len({r.get("relations") for r in rows}) > 1
     if rows:
         lines += [
             "| N | ingest agent mem/s | raw mem/s | mem0 mem/s | agent/raw time | agent/mem0 time "
@@ -428,7 +448,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 for k in ("embed", "extract", "graph", "sqlite", "vector_store", "other")
             )
             lines.append(
-                f"| {r['n']} | {_f(a['memories_per_s'])} | {_f(raw['memories_per_s'])} | "
+                f"| {_label(r, layers)} | {_f(a['memories_per_s'])} | {_f(raw['memories_per_s'])} | "
                 f"{_f(m0.get('memories_per_s')) if 'seconds' in m0 else 'skipped'} | "
                 f"{_f(r['ingest_ratio_agent_raw'], 2)} | "
                 f"{_f(r.get('ingest_ratio_agent_mem0'), 2)} | {split} |"
@@ -447,7 +467,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             o = r["overhead_ms"]
             m0s = r.get("search_mem0")
             lines.append(
-                f"| {r['n']} | {t(r['search_raw'])} | {t(r['recall'])} | {t(r['respond'])} | "
+                f"| {_label(r, layers)} | {t(r['search_raw'])} | {t(r['recall'])} | {t(r['respond'])} | "
                 f"{_f(o['p50'])} / {_f(o['p95'])} / {_f(o['p99'])} | "
                 f"{(_f(m0s['p50_ms']) + ' / ' + _f(m0s['p95_ms'])) if m0s else '—'} |"
             )

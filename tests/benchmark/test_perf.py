@@ -52,3 +52,23 @@ def test_bench_reports_phases_peers_and_graph_layer(tmp_path: Path) -> None:
 def test_bench_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--sizes", "0", "--graph-sizes", "--quiet"]) == 2
     assert "sizes must be positive" in capsys.readouterr().err
+
+
+def test_bench_compares_relation_layers_in_one_run(tmp_path: Path) -> None:
+    report = run_bench(
+        BenchConfig(
+            sizes=(30,), graph_sizes=(), queries=2, batch=16, mem0=False, progress=False,
+            relations=("rules", "learned"),
+        )
+    )  # fmt: skip
+    rows = report["end_to_end"]
+    assert [r["relations"] for r in rows] == ["rules", "learned"]
+    for r in rows:  # each layer has its own raw peer from the same run
+        assert r["ingest_agent"]["memories_per_s"] > 0 and r["ingest_ratio_agent_raw"] > 0
+    md = (write_report(report, tmp_path / "b") / "bench.md").read_text()
+    assert "| 30 (rules) |" in md and "| 30 (learned) |" in md
+
+
+def test_bench_rejects_an_unknown_layer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--sizes", "5", "--graph-sizes", "--relations", "nope", "--quiet"]) == 2
+    assert "relations must name layers" in capsys.readouterr().err
