@@ -448,7 +448,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 for k in ("embed", "extract", "graph", "sqlite", "vector_store", "other")
             )
             lines.append(
-                f"| {_label(r, layers)} | {_f(a['memories_per_s'])} | {_f(raw['memories_per_s'])} | "
+                f"| {_label(r, layers)} | {_f(a['memories_per_s'])} | "
+                f"{_f(raw['memories_per_s'])} | "
                 f"{_f(m0.get('memories_per_s')) if 'seconds' in m0 else 'skipped'} | "
                 f"{_f(r['ingest_ratio_agent_raw'], 2)} | "
                 f"{_f(r.get('ingest_ratio_agent_mem0'), 2)} | {split} |"
@@ -467,7 +468,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             o = r["overhead_ms"]
             m0s = r.get("search_mem0")
             lines.append(
-                f"| {_label(r, layers)} | {t(r['search_raw'])} | {t(r['recall'])} | {t(r['respond'])} | "
+                f"| {_label(r, layers)} | {t(r['search_raw'])} | {t(r['recall'])} | "
+                f"{t(r['respond'])} | "
                 f"{_f(o['p50'])} / {_f(o['p95'])} / {_f(o['p99'])} | "
                 f"{(_f(m0s['p50_ms']) + ' / ' + _f(m0s['p95_ms'])) if m0s else '—'} |"
             )
