@@ -150,6 +150,12 @@ class LearnedRelations:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
         return np.stack(rows)
 
+    def cached_vectors(self, texts: Sequence[str]) -> dict[str, Array]:
+        """The embeddings of ``texts`` this layer already computed (by its :attr:`embedder`),
+        so a graph using the same embedder need not embed them again."""
+        with self._lock:
+            return {t: self._vectors[t] for t in texts if t in self._vectors}
+
     # -- the interface --------------------------------------------------------------------
     def facet_probabilities(self, texts: Sequence[str]) -> Array:
         """Per text, the facet model's probabilities over

@@ -337,10 +337,24 @@ class ConflictGraph:
             with phase("extract"):
                 extractions = self._read_facets([m.text for m in memories])
         if vectors is None:
-            vectors = self.embedder.encode([e.value for e in extractions])
+            vectors = self._embed_values([e.value for e in extractions])
         return [
             self._place(m, e, v) for m, e, v in zip(memories, extractions, vectors, strict=True)
         ]
+
+    def _embed_values(self, values: list[str]) -> Vector:
+        """Embed value texts once: a layer that already embedded the same texts with the same
+        embedder while reading facets (``learned``) lends its vectors."""
+        lend = getattr(self.relations, "cached_vectors", None)
+        if lend is None or getattr(self.relations, "embedder", None) is not self.embedder:
+            return self.embedder.encode(values)
+        known: dict[str, Vector] = lend(values)
+        missing = list(dict.fromkeys(v for v in values if v not in known))
+        if missing:
+            known = {**known, **dict(zip(missing, self.embedder.encode(missing), strict=True))}
+        if not values:
+            return self.embedder.encode(values)
+        return np.stack([known[v] for v in values]).astype(np.float32)
 
     def load(
         self,

@@ -88,3 +88,40 @@ def test_the_users_own_words_offer_no_name_for_the_user() -> None:
     assert _text.subject_names(chat) == set()
     told = ["Maya takes her tea black.", "Maya's GP is Dr Osei.", "Maya walks to work."]
     assert _text.subject_names(told) == {"Maya"}
+
+
+class _Counting:
+    """The real embedder, counting what it is asked to embed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimension = inner.dimension
+        self.model_name = inner.model_name
+        self.seen: list[str] = []
+
+    def encode(self, texts: Any, **kw: Any) -> Any:
+        self.seen += list(texts)
+        return self.inner.encode(texts, **kw)
+
+    def encode_one(self, text: str) -> Any:
+        self.seen.append(text)
+        return self.inner.encode_one(text)
+
+
+def test_a_graph_over_the_learned_layer_embeds_each_text_once(embedder: Any) -> None:
+    from caap.conflict_graph.graph import ConflictGraph
+    from caap.models import Memory
+
+    counting = _Counting(embedder)
+    layer = LearnedRelations(embedder=counting)  # type: ignore[arg-type]
+    graph = ConflictGraph("lena", counting, relations=layer)  # type: ignore[arg-type]
+    # Texts whose value is the whole text: the facet reading's embedding is the value's.
+    texts = [
+        "The bike has a flat tyre since Tuesday.",
+        "Coffee tastes better black.",
+        "The garden fence needs painting.",
+    ]
+    graph.add_many([Memory(id=f"m{i}", text=t, user_id="lena") for i, t in enumerate(texts)])
+    assert len(graph.memories()) == 3
+    for text in texts:
+        assert counting.seen.count(text) == 1, text
