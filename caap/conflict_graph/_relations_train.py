@@ -264,6 +264,19 @@ def _split_by_group(corpus: Corpus, seed: int, share: float = 0.25) -> tuple[Cor
     return a, b
 
 
+def _dense_weights(
+    model: Any, n_features: int, n_classes: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """A fitted multinomial model's weights over every class, in class-index order: a class
+    absent from training gets a bias of -30 (probability ~0)."""
+    w = np.zeros((n_features, n_classes), dtype=np.float32)
+    b = np.full(n_classes, -30.0, dtype=np.float32)
+    for k, cls in enumerate(model.classes_):
+        w[:, cls] = model.coef_[k]
+        b[cls] = model.intercept_[k]
+    return w, b
+
+
 def _standardise(
     x: npt.NDArray[np.float32],
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
@@ -361,11 +374,7 @@ def train_relations(
     dev_texts = sorted({t for e in held.pairs for t in (e.a, e.b)} - set(facet))
     if dev_texts:
         facet.update(zip(dev_texts, facet_probs(facet_model, dev_texts), strict=True))
-    facet_w = np.zeros((mt.shape[1], len(FACET_CLASSES)), dtype=np.float32)
-    facet_b = np.full(len(FACET_CLASSES), -30.0, dtype=np.float32)
-    for k, cls in enumerate(facet_model.classes_):
-        facet_w[:, cls] = facet_model.coef_[k]
-        facet_b[cls] = facet_model.intercept_[k]
+    facet_w, facet_b = _dense_weights(facet_model, mt.shape[1], len(FACET_CLASSES))
 
     # -- pair model ----------------------------------------------------------------------
     xt, yt = _pair_matrix(train.pairs, vec, facet)
@@ -381,11 +390,7 @@ def train_relations(
     assert best is not None
     pair_f1, pair_c, pair_model = best
     pred = pair_model.predict((xd - mu) / sd)
-    w = np.zeros((xt.shape[1], len(RELATIONS)), dtype=np.float32)
-    b = np.full(len(RELATIONS), -30.0, dtype=np.float32)  # relations absent from training
-    for k, cls in enumerate(pair_model.classes_):
-        w[:, cls] = pair_model.coef_[k]
-        b[cls] = pair_model.intercept_[k]
+    w, b = _dense_weights(pair_model, xt.shape[1], len(RELATIONS))
     per_relation = {
         r: {
             "dev_support": int((yd == i).sum()),
@@ -489,11 +494,7 @@ def train_relations(
         assert sit_best is not None
         sit_loss, sit_c, sit_model = sit_best
         spred = sit_model.predict((sxd - smu) / ssd)
-        sit_w = np.zeros((sx.shape[1], len(SITUATIONS)), dtype=np.float32)
-        sit_b = np.full(len(SITUATIONS), -30.0, dtype=np.float32)  # a situation never seen
-        for k, cls in enumerate(sit_model.classes_):
-            sit_w[:, cls] = sit_model.coef_[k]
-            sit_b[cls] = sit_model.intercept_[k]
+        sit_w, sit_b = _dense_weights(sit_model, sx.shape[1], len(SITUATIONS))
         sit_arrays = {"sit_w": sit_w, "sit_b": sit_b, "sit_mu": smu, "sit_sd": ssd}
         situation_card = {
             "trained": True,
