@@ -346,15 +346,15 @@ class ConflictGraph:
         """Embed value texts once: a layer that already embedded the same texts with the same
         embedder while reading facets (``learned``) lends its vectors."""
         lend = getattr(self.relations, "cached_vectors", None)
-        if lend is None or getattr(self.relations, "embedder", None) is not self.embedder:
+        same = getattr(self.relations, "embedder", None) is self.embedder
+        if lend is None or not same or not values:
             return self.embedder.encode(values)
         known: dict[str, Vector] = lend(values)
         missing = list(dict.fromkeys(v for v in values if v not in known))
         if missing:
-            known = {**known, **dict(zip(missing, self.embedder.encode(missing), strict=True))}
-        if not values:
-            return self.embedder.encode(values)
-        return np.stack([known[v] for v in values]).astype(np.float32)
+            known.update(zip(missing, self.embedder.encode(missing), strict=True))
+        out: Vector = np.stack([known[v] for v in values]).astype(np.float32)
+        return out
 
     def load(
         self,
