@@ -427,6 +427,7 @@ class Agent(Mem0Api):
     def respond(self, query: str, user_id: str, *, k: int = 8) -> Response:
         """Answer ``query`` from the user's memories: recall whole clusters, decide, realize."""
         recall = self.recall(query, user_id, k=k)
+        policy = self.policy
         with self._lock:
             graph = self._graph(user_id)
             # Reuse the value vectors the graph stored: only the query is embedded again.
@@ -434,13 +435,33 @@ class Agent(Mem0Api):
             vectors = {i: graph.vector(i) for i in ids}
             parsed = {i: graph.extraction(i) for i in ids}
             reliability = self._reliability_model(user_id)
+            if len(ids) == len(recall.memories):
+                # The policy reads this graph's clusters, edges and facets over the recalled
+                # memories (under the lock: nothing changes it meanwhile) instead of placing
+                # and typing them again in a graph of its own.
+                with phase("policy"):
+                    analysis = policy.analyze(
+                        recall.memories,
+                        query,
+                        vectors=vectors,
+                        extractions=parsed,
+                        reliability=reliability,
+                        graph=graph,
+                    )
+            else:
+                analysis = None
         with phase("policy"):
-            return self.policy.respond(  # type: ignore[no-any-return]
-                recall.memories,
-                query,
-                vectors=vectors,
-                extractions=parsed,
-                reliability=reliability,
+            if analysis is None:
+                analysis = policy.analyze(
+                    recall.memories,
+                    query,
+                    vectors=vectors,
+                    extractions=parsed,
+                    reliability=reliability,
+                )
+            decision = policy.decide(recall.memories, query, analysis=analysis)
+            return policy.realize(  # type: ignore[no-any-return]
+                recall.memories, query, decision, analysis=analysis
             )
 
     def resolve(

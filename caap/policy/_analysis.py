@@ -1,7 +1,9 @@
 """What the policy reads off the visible memories: the cluster the query is about.
 
 The policy sees memory texts (with whatever facets a graph already holds) and the query, never
-a dataset label. It builds an ephemeral conflict graph over exactly those memories.
+a dataset label. Given the graph that already holds those memories (``Agent.respond`` passes
+its own), it reads that graph's aspects, edges and facets restricted to them; otherwise it
+builds an ephemeral conflict graph over exactly those memories.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -172,7 +175,7 @@ class Analysis:
 
 
 def _rank_clusters(
-    graph: ConflictGraph, qv: np.ndarray, sims: dict[str, float]
+    graph: _GraphLike, qv: np.ndarray, sims: dict[str, float]
 ) -> list[tuple[float, str]]:
     """Aspects by how well they answer the query: the best member's similarity, averaged with
     the mean of the best three (a lone memory counts its missing neighbours as zero), so a
@@ -227,6 +230,7 @@ def analyze(
     reliability: ReliabilityModel | None = None,
     dependencies: DependencyMap | None = None,
     relations: str | RelationLayer | None = None,
+    graph: ConflictGraph | None = None,
 ) -> Analysis:
     """Build a graph over ``memories`` and find the cluster ``query`` is about.
 
@@ -237,6 +241,11 @@ def analyze(
     the facet dependency map for propagated invalidation (default: the built-in one).
     ``relations`` is the relation layer that reads the memories (default: ``config``'s, then
     the default layer); the query's risk is the layer's too.
+
+    ``graph``: a graph that already holds every one of ``memories`` (the agent's own), read
+    in place of building one: its aspects, edges, parsed facets and vectors restricted to
+    ``memories``, nothing placed or typed again. Ignored unless it reads relations with the
+    same layer and holds every memory. The caller keeps it from changing meanwhile.
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
@@ -264,37 +273,32 @@ def analyze(
         relations if relations is not None else (config.relations if config else None),
         config=config or GraphConfig(),
     )
-    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies, relations=layer)
-    known = None
-    if vectors is not None and all(i in vectors for i in by_id):
-        known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
-    parsed = None
-    if extractions is not None and all(i in extractions for i in by_id):
-        parsed = [extractions[i] for i in by_id]
-    graph.add_many(
-        [
-            m if m.user_id == user else m.model_copy(update={"user_id": user})
-            for m in by_id.values()
-        ],
-        vectors=known,
-        extractions=parsed,
-    )
-    filled = {m.id: m for m in graph.memories()}
-    qv = embedder.encode_one(_text.mask_names(query, set(graph.subject)))
-    sims = {i: float(np.dot(graph.vector(i), qv)) for i in filled}
-    ranked = [(score, a) for score, a in _rank_clusters(graph, qv, sims) if score >= min_relevance]
+    if graph is not None and _reusable(graph, layer, by_id):
+        view: _GraphLike = _Restricted(graph, list(by_id))
+    else:
+        view = _ephemeral_graph(
+            by_id, user, embedder, config, dependencies, layer, vectors, extractions
+        )
+    filled = {m.id: m for m in view.memories()}
+    qv = embedder.encode_one(_text.mask_names(query, set(view.subject)))
+    sims = {i: float(np.dot(view.vector(i), qv)) for i in filled}
+    ranked = [(score, a) for score, a in _rank_clusters(view, qv, sims) if score >= min_relevance]
     cluster: ConflictCluster | None = None
     if ranked:
         # A query can span several inferred aspects (the graph may have split one topic):
         # take every aspect scoring close to the best one.
         best = ranked[0][0]
         chosen = [a for score, a in ranked if score >= best - aspect_margin]
-        ids = [i for a in chosen for i in graph.aspect_members(a)]
+        ids = [i for a in chosen for i in view.aspect_members(a)]
         if len(ids) > max_view:
             # A broad aspect (many loosely related turns) is read only where the query
             # points: the timeline of forty chatty turns is noise, not a behaviour.
             ids = sorted(ids, key=lambda i: -sims[i])[:max_view]
-        cluster = graph.cluster_over(ids, chosen[0])
+        cluster = view.cluster_over(ids, chosen[0])
+        for i in cluster.memory_ids:
+            if i not in filled:  # a change the cluster pulls in from outside the recall
+                filled[i] = view.memory(i)
+                sims[i] = float(np.dot(view.vector(i), qv))
     relevant = (
         sorted(cluster.memory_ids, key=lambda i: -sims[i])
         if cluster is not None
@@ -341,12 +345,12 @@ def analyze(
     situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
     attributed: dict[str, float] = {}
     for i in filled:
-        facets = graph.extraction(i)
+        facets = view.extraction(i)
         if isinstance(facets, Facets):
             attributed[i] = facets.source_confidence
     timeline = None
     if cluster is not None and cluster.conflict_type in (ConflictType.BOC, ConflictType.STALE):
-        timeline = graph.timeline(cluster.memory_ids)
+        timeline = view.timeline(cluster.memory_ids)
     return Analysis(
         query=query,
         memories=filled,
@@ -357,12 +361,12 @@ def analyze(
         risk_categories=list(verdict.categories),
         risk_confidence=verdict.confidence,
         timeline=timeline,
-        settled_side=_settled_side(cluster, query, set(graph.subject)) if cluster else None,
+        settled_side=_settled_side(cluster, query, set(view.subject)) if cluster else None,
         resolution=resolution,
-        subject=set(graph.subject),
+        subject=set(view.subject),
         source_view=source_view(cluster, filled, reliability),
         stale=(
-            _stale_view(cluster, filled, sims, query, {i: graph.extraction(i) for i in filled})
+            _stale_view(cluster, filled, sims, query, {i: view.extraction(i) for i in filled})
             if cluster is not None and cluster.conflict_type is ConflictType.STALE
             else None
         ),
@@ -370,6 +374,99 @@ def analyze(
         attributed=attributed,
         successor=_successor(layer, filled, sims) if _reads_stale(situation) else None,
     )
+
+
+class _GraphLike(Protocol):
+    """What :func:`analyze` reads from a graph."""
+
+    @property
+    def subject(self) -> frozenset[str]: ...
+    def memory(self, memory_id: str) -> Memory: ...
+    def memories(self) -> list[Memory]: ...
+    def vector(self, memory_id: str) -> npt.NDArray[np.float32]: ...
+    def aspects(self) -> list[str]: ...
+    def aspect_members(self, aspect: str) -> list[str]: ...
+    def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster: ...
+    def extraction(self, memory_id: str) -> Extraction: ...
+    def timeline(self, ids: Sequence[str]) -> TemporalReading: ...
+
+
+class _Restricted:
+    """A graph read only over some of its memories (the recalled ones): aspects and their
+    members are cut to those; clusters, edges, facets and vectors are the graph's own."""
+
+    def __init__(self, graph: ConflictGraph, ids: Sequence[str]) -> None:
+        self._g = graph
+        self._ids = list(ids)
+        self._members: dict[str, list[str]] = {}
+        for i in self._ids:
+            self._members.setdefault(graph.memory(i).aspect or "", []).append(i)
+
+    @property
+    def subject(self) -> frozenset[str]:
+        return self._g.subject
+
+    def memory(self, memory_id: str) -> Memory:
+        return self._g.memory(memory_id)
+
+    def memories(self) -> list[Memory]:
+        return [self._g.memory(i) for i in self._ids]
+
+    def vector(self, memory_id: str) -> npt.NDArray[np.float32]:
+        return self._g.vector(memory_id)
+
+    def aspects(self) -> list[str]:
+        return list(self._members)
+
+    def aspect_members(self, aspect: str) -> list[str]:
+        return list(self._members.get(aspect, []))
+
+    def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster:
+        return self._g.cluster_over(ids, aspect)
+
+    def extraction(self, memory_id: str) -> Extraction:
+        return self._g.extraction(memory_id)
+
+    def timeline(self, ids: Sequence[str]) -> TemporalReading:
+        return self._g.timeline(ids)
+
+
+def _reusable(graph: ConflictGraph, layer: RelationLayer, by_id: Mapping[str, Memory]) -> bool:
+    """A graph can stand in for the per-answer one when it reads relations with the same
+    layer and holds every memory as given (same text: not edited since it was recalled)."""
+    if graph.relations is not layer:
+        return False
+    return all(i in graph and graph.memory(i).text == m.text for i, m in by_id.items())
+
+
+def _ephemeral_graph(
+    by_id: Mapping[str, Memory],
+    user: str,
+    embedder: Embedder,
+    config: GraphConfig | None,
+    dependencies: DependencyMap | None,
+    layer: RelationLayer,
+    vectors: Mapping[str, npt.NDArray[np.float32]] | None,
+    extractions: Mapping[str, Extraction] | None,
+) -> ConflictGraph:
+    """A graph over exactly ``by_id``, placed and typed now (vectors and facets a graph
+    already computed are reused)."""
+    graph = ConflictGraph(user, embedder, config=config, dependencies=dependencies, relations=layer)
+    known = None
+    if vectors is not None and all(i in vectors for i in by_id):
+        known = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in by_id])
+    parsed = None
+    if extractions is not None and all(i in extractions for i in by_id):
+        parsed = [extractions[i] for i in by_id]
+    graph.add_many(
+        [
+            m if m.user_id == user else m.model_copy(update={"user_id": user})
+            for m in by_id.values()
+        ],
+        vectors=known,
+        extractions=parsed,
+    )
+    return graph
 
 
 def _risk_texts(

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph.extractor import Extraction
+from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.relations import RelationLayer, resolve_relations
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig
@@ -240,10 +241,13 @@ class CaapPolicy:
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         extractions: Mapping[str, Extraction] | None = None,
         reliability: ReliabilityModel | None = None,
+        graph: ConflictGraph | None = None,
     ) -> Analysis:
         """Build the evidence view the decision is made from (``vectors`` and ``extractions``:
         value embeddings and parsed facets a graph already computed, not computed again;
-        ``reliability``: the user's source-reliability model)."""
+        ``reliability``: the user's source-reliability model; ``graph``: a graph holding every
+        one of ``memories``, typed by this policy's relation layer, read in place of a
+        per-answer one, see :func:`caap.policy._analysis.analyze`)."""
         return analyze(
             memories,
             query,
@@ -254,6 +258,7 @@ class CaapPolicy:
             reliability=reliability,
             dependencies=self.dependencies,
             relations=self.relations,
+            graph=graph,
         )
 
     def decide(
