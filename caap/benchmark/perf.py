@@ -37,7 +37,14 @@ from tqdm import tqdm
 from caap._timing import Timings, collect
 from caap.benchmark.dataset import load_dataset
 
-__all__ = ["BenchConfig", "corpus", "describe_machine", "render_markdown", "run_bench"]
+__all__ = [
+    "BenchConfig",
+    "aspect_sizes",
+    "corpus",
+    "describe_machine",
+    "render_markdown",
+    "run_bench",
+]
 
 _NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea"]
 _VERBS = [
@@ -274,6 +281,7 @@ def _end_to_end(
             "p95": _pct(sorted(overhead), 0.95),
             "p99": _pct(sorted(overhead), 0.99),
         }
+        row["aspects"] = aspect_sizes(agent.graph("u"))
         agent.close()
     ri, ai = row["ingest_raw"]["seconds"], row["ingest_agent"]["seconds"]
     row["ingest_ratio_agent_raw"] = ai / ri if ri else None
@@ -281,6 +289,19 @@ def _end_to_end(
     if "seconds" in m0i:
         row["ingest_ratio_agent_mem0"] = ai / m0i["seconds"] if m0i["seconds"] else None
     out.setdefault("end_to_end", []).append(row)
+
+
+def aspect_sizes(graph: Any) -> dict[str, Any]:
+    """How a graph's memories spread over its aspects (topics): how many aspects, the largest
+    one's size and its share of the memories, and the 99th-percentile size."""
+    sizes = sorted(len(graph.aspect_members(a)) for a in graph.aspects())
+    total = sum(sizes)
+    return {
+        "count": len(sizes),
+        "largest": sizes[-1] if sizes else 0,
+        "largest_share": sizes[-1] / total if total else 0.0,
+        "p99": sizes[min(len(sizes) - 1, int(0.99 * len(sizes)))] if sizes else 0,
+    }
 
 
 def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> None:
@@ -326,7 +347,8 @@ def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> No
         m = Memory(user_id="u", text=mems[j].text, observed_at=mems[j].observed_at)
         v = vecs[j][None, :]
         writes.add(*_timed(partial(graph.add_many, [m], vectors=v, extractions=[exts[j]])))
-    policy = CaapPolicy(embedder=embedder)
+    # The policy reads relations with the graph's own layer, so it reads the graph in place.
+    policy = CaapPolicy(embedder=embedder, relations=graph.relations)
     qs = queries(cfg.queries)
     for q in qs:
         embedder.encode_one(q)
@@ -335,17 +357,20 @@ def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> No
         qv = embedder.encode_one(q)
 
         def answer(q: str = q, qv: Any = qv) -> Any:
-            # What Agent.respond does past the vector store: expand the hits, decide, realize.
+            # What Agent.respond does past the vector store: expand the hits, read the
+            # graph's clusters over them, decide, realize.
             hit_ids = [i for i, _ in graph.nearest(qv, cfg.k)]
             extra, _ = graph.expand(hit_ids, qv)
             ids = hit_ids + [i for i, _ in extra]
             mems = [graph.memory(i) for i in ids]
-            return policy.respond(
+            a = policy.analyze(
                 mems,
                 q,
                 vectors={i: graph.vector(i) for i in ids},
                 extractions={i: graph.extraction(i) for i in ids},
+                graph=graph,
             )
+            return policy.realize(mems, q, policy.decide(mems, q, analysis=a), analysis=a)
 
         answer()  # warm this query's masked-embedding cache entry
         answers.add(*_timed(answer))
@@ -356,6 +381,7 @@ def _graph_layer(n: int, cfg: BenchConfig, pool: Any, out: dict[str, Any]) -> No
             "inverted_index": n > graph.config.exact_neighbours,
             "write": writes.summary(),
             "answer": answers.summary(),
+            "aspects": aspect_sizes(graph),
         }
     )
 
@@ -457,8 +483,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += [
             "",
             "| N | raw search p50/p95/p99 ms | recall p50/p95/p99 | respond p50/p95/p99 "
-            "| graph+policy overhead p50/p95/p99 | mem0 search p50/p95 |",
-            "|---|---|---|---|---|---|",
+            "| graph+policy overhead p50/p95/p99 | mem0 search p50/p95 "
+            "| aspects: count, largest (share), p99 size |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in rows:
 
@@ -471,7 +498,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {_label(r, layers)} | {t(r['search_raw'])} | {t(r['recall'])} | "
                 f"{t(r['respond'])} | "
                 f"{_f(o['p50'])} / {_f(o['p95'])} / {_f(o['p99'])} | "
-                f"{(_f(m0s['p50_ms']) + ' / ' + _f(m0s['p95_ms'])) if m0s else '—'} |"
+                f"{(_f(m0s['p50_ms']) + ' / ' + _f(m0s['p95_ms'])) if m0s else '—'} | "
+                f"{_aspects(r)} |"
             )
         for r in rows:
             if "skipped" in r.get("ingest_mem0", {}):
@@ -482,17 +510,26 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += [
             "",
             "| N (graph layer) | load s | inverted index | typed write p50/p95/p99 ms "
-            "| answer (expand + decide + realize) p50/p95/p99 ms |",
-            "|---|---|---|---|---|",
+            "| answer (expand + decide + realize) p50/p95/p99 ms "
+            "| aspects: count, largest (share), p99 size |",
+            "|---|---|---|---|---|---|",
         ]
         for r in g:
             w, a = r["write"], r["answer"]
             lines.append(
                 f"| {r['n']} | {_f(r['load_seconds'])} | {r['inverted_index']} | "
                 f"{_f(w['p50_ms'], 2)} / {_f(w['p95_ms'], 2)} / {_f(w['p99_ms'], 2)} | "
-                f"{_f(a['p50_ms'], 2)} / {_f(a['p95_ms'], 2)} / {_f(a['p99_ms'], 2)} |"
+                f"{_f(a['p50_ms'], 2)} / {_f(a['p95_ms'], 2)} / {_f(a['p99_ms'], 2)} | "
+                f"{_aspects(r)} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _aspects(row: dict[str, Any]) -> str:
+    a = row.get("aspects")
+    if not a:
+        return "—"
+    return f"{a['count']}, {a['largest']} ({100 * a['largest_share']:.1f}%), {a['p99']}"
 
 
 def _markdown_to_html(markdown: str) -> str:

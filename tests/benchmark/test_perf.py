@@ -38,6 +38,10 @@ def test_bench_reports_phases_peers_and_graph_layer(tmp_path: Path) -> None:
     (g,) = report["graph_layer"]
     assert g["n"] == 60 and g["write"]["n"] == 4 and g["answer"]["n"] == 3
     assert g["inverted_index"] is False
+    # How memories spread over aspects: every memory is in one, the largest is a share of all.
+    for sizes, n in ((row["aspects"], 40), (g["aspects"], 60 + 4)):
+        assert 1 <= sizes["count"] <= n and 1 <= sizes["p99"] <= sizes["largest"] <= n
+        assert sizes["largest_share"] == pytest.approx(sizes["largest"] / n)
     out = write_report(report, tmp_path / "b")
     md = (out / "bench.md").read_text()
     assert "| 40 |" in md and "| 60 |" in md
