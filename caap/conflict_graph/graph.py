@@ -698,10 +698,16 @@ class ConflictGraph:
             if a:
                 by_aspect.setdefault(a, []).append(sim)
                 protos.setdefault(a, []).append(self._proto.get(mid))
+        cap = self._aspect_cap()
         scored = []
         for a, sims in by_aspect.items():
             top = sorted(sims, reverse=True)[: cfg.aspect_top]
             mean = sum(top) / len(top)
+            if len(self._by_aspect.get(a, ())) >= cap:
+                # A full aspect takes only what restates one of its members.
+                if top[0] >= cfg.corroborate:
+                    scored.append((mean, a))
+                continue
             shared = proto is not None and protos[a].count(proto) * 2 >= len(protos[a])
             if (
                 mean >= cfg.aspect_join
@@ -714,10 +720,23 @@ class ConflictGraph:
         if len(joinable) > 1 and not cfg.merge_bridged:
             joinable = joinable[:1]
         if len(joinable) > 1:
-            # Only inferred aspects merge; an aspect a caller named stays as it is.
+            # Only inferred aspects merge, and only while the merged one stays under the cap;
+            # an aspect a caller named stays as it is.
             explicit = self._explicit_aspects()
-            joinable = [joinable[0]] + [a for a in joinable[1:] if a not in explicit]
+            size = len(self._by_aspect.get(joinable[0], ()))
+            merged = [joinable[0]]
+            for a in joinable[1:]:
+                n = len(self._by_aspect.get(a, ()))
+                if a not in explicit and size + n < cap:
+                    merged.append(a)
+                    size += n
+            joinable = merged
         return joinable
+
+    def _aspect_cap(self) -> int:
+        """How many memories an inferred aspect holds before it stops taking loose matches."""
+        cfg = self.config
+        return max(cfg.aspect_cap, int(cfg.aspect_cap_share * len(self._mem)))
 
     def _explicit_aspects(self) -> set[str]:
         return {a for a, n in self._explicit.items() if n > 0}

@@ -144,3 +144,28 @@ def test_reusing_extractions_and_vectors_gives_the_same_graph(embedder: Any) -> 
     assert {(e.kind, e.source_id, e.target_id) for e in again.edges()} == {
         (e.kind, e.source_id, e.target_id) for e in first.edges()
     }
+
+
+def test_inferred_aspects_stop_taking_loose_matches_past_the_cap(embedder: Any) -> None:
+    import numpy as np
+
+    from caap.benchmark.perf import aspect_sizes, corpus
+    from caap.conflict_graph.rules import GraphConfig
+
+    # A hundred statements from many people and topics: loose joins chain them into one.
+    texts = corpus(120, 0)[-100:]
+    graphs = {}
+    for cap in (10**9, 10):
+        g = ConflictGraph("u", embedder, config=GraphConfig(aspect_cap=cap, aspect_cap_share=0.0))
+        g.add_many([Memory(text=t, user_id="u") for t in texts])
+        graphs[cap] = g
+    assert aspect_sizes(graphs[10**9])["largest"] > 50
+    capped = graphs[10]
+    for aspect in capped.aspects():
+        ids = capped.aspect_members(aspect)
+        # Past the cap an aspect took only memories that restate one of its earlier members.
+        for n, i in enumerate(ids[10:], start=10):
+            earlier = capped.vectors(ids[:n])
+            best = float(np.max(earlier @ capped.vector(i)))
+            assert best >= capped.config.corroborate, (aspect, n, best)
+    assert aspect_sizes(capped)["count"] > aspect_sizes(graphs[10**9])["count"]
