@@ -17,6 +17,7 @@ import inspect
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -434,31 +435,24 @@ class Agent(Mem0Api):
             ids = [m.id for m in recall.memories if m.id in graph]
             vectors = {i: graph.vector(i) for i in ids}
             parsed = {i: graph.extraction(i) for i in ids}
-            reliability = self._reliability_model(user_id)
+            analyze = partial(
+                policy.analyze,
+                recall.memories,
+                query,
+                vectors=vectors,
+                extractions=parsed,
+                reliability=self._reliability_model(user_id),
+            )
+            analysis = None
             if len(ids) == len(recall.memories):
                 # The policy reads this graph's clusters, edges and facets over the recalled
                 # memories (under the lock: nothing changes it meanwhile) instead of placing
                 # and typing them again in a graph of its own.
                 with phase("policy"):
-                    analysis = policy.analyze(
-                        recall.memories,
-                        query,
-                        vectors=vectors,
-                        extractions=parsed,
-                        reliability=reliability,
-                        graph=graph,
-                    )
-            else:
-                analysis = None
+                    analysis = analyze(graph=graph)
         with phase("policy"):
             if analysis is None:
-                analysis = policy.analyze(
-                    recall.memories,
-                    query,
-                    vectors=vectors,
-                    extractions=parsed,
-                    reliability=reliability,
-                )
+                analysis = analyze()
             decision = policy.decide(recall.memories, query, analysis=analysis)
             return policy.realize(  # type: ignore[no-any-return]
                 recall.memories, query, decision, analysis=analysis
