@@ -55,6 +55,7 @@ from caap.conflict_graph.stale import (
     primary_facets,
     propagated_invalidations,
     state_supersessions,
+    trigger_reach,
     validity,
     verdict_stale_edges,
 )
@@ -964,13 +965,16 @@ class ConflictGraph:
         related |= {t for t, d in deps.edges.items() if d & own}
         cand = dict.fromkeys(i for f in sorted(related) for i in latest(self._by_facet.get(f, ())))
         pool = [new, *(self._node(i) for i in cand)]
-        # The lifting rule needs the other (latest) members of a candidate's aspect.
-        peer_ids = {
-            i
-            for a in dict.fromkeys(self._mem[c].aspect or "" for c in cand)
-            for i in latest(self._by_aspect.get(a, []))
-            if i not in cand
-        }
+        # The lifting rule needs the other (latest) members of the invalidated memory's
+        # aspect. Every pair includes the new memory: when it cannot act as a change, it can
+        # only be the invalidated one, and only its own aspect's members matter.
+        if trigger_reach(new, self._primary.get(new_id, frozenset()), deps):
+            lifting = dict.fromkeys(self._mem[c].aspect or "" for c in cand)
+        else:
+            lifting = dict.fromkeys(
+                a for a in (self._mem[c].aspect or "" for c in cand) if a == (aspect or "")
+            )
+        peer_ids = {i for a in lifting for i in latest(self._by_aspect.get(a, [])) if i not in cand}
         peers = [self._node(i) for i in peer_ids]
         facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
         facets.update({n.id: frozenset() for n in peers})
