@@ -339,8 +339,12 @@ class ConflictGraph:
                 extractions = self._read_facets([m.text for m in memories])
         if vectors is None:
             vectors = self._embed_values([e.value for e in extractions])
+        # Neighbour search for the whole batch against the memories already held: one
+        # matrix product (the batch's own members are scored as each is placed).
+        known = self._index.scores(vectors) if len(memories) > 1 else None
         return [
-            self._place(m, e, v) for m, e, v in zip(memories, extractions, vectors, strict=True)
+            self._place(m, e, v, None if known is None else known[:, j])
+            for j, (m, e, v) in enumerate(zip(memories, extractions, vectors, strict=True))
         ]
 
     def _embed_values(self, values: list[str]) -> Vector:
@@ -568,12 +572,17 @@ class ConflictGraph:
         best = int(np.argmax(sims))
         return list(PROTOTYPES)[best] if sims[best] >= self.config.prototype_min else None
 
-    def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest live memories: one matrix-vector product and a partial sort."""
-        rows, sims = self._index.search(vector, k)
+    def _neighbours(
+        self, vector: Vector, k: int, known: Vector | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` nearest live memories: one matrix-vector product (or the similarities
+        ``known`` for the first rows) and a partial sort."""
+        rows, sims = self._index.search(vector, k, known=known)
         return [(self._ids[r], s) for r, s in zip(rows, sims, strict=True)]
 
-    def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
+    def _place(
+        self, memory: Memory, ext: Extraction, vector: Vector, known: Vector | None = None
+    ) -> WriteResult:
         cfg = self.config
         inferred: list[str] = []
         updates: dict[str, object] = {}
@@ -586,7 +595,7 @@ class ConflictGraph:
             if getattr(memory, name) is None and val is not None:
                 updates[name] = val
                 inferred.append(name)
-        neighbours = self._neighbours(vector, cfg.neighbours)
+        neighbours = self._neighbours(vector, cfg.neighbours, known)
         relabeled: list[Memory] = []
         segment: str | None = None
         if memory.aspect is None and self._conversational(memory):
@@ -689,7 +698,8 @@ class ConflictGraph:
         """Aspects the new memory is close enough to join, best first.
 
         Joining needs a high enough mean similarity to the aspect's nearest members, or one
-        near-duplicate, or a lower mean when both sit on the same life-facet prototype.
+        near-duplicate, or a lower mean when both sit on the same life-facet prototype; an
+        aspect at the cap (:meth:`_aspect_cap`) takes nothing.
         """
         cfg = self.config
         by_aspect: dict[str, list[float]] = {}
@@ -705,9 +715,9 @@ class ConflictGraph:
             top = sorted(sims, reverse=True)[: cfg.aspect_top]
             mean = sum(top) / len(top)
             if len(self._by_aspect.get(a, ())) >= cap:
-                # A full aspect takes only what restates one of its members.
-                if top[0] >= cfg.corroborate:
-                    scored.append((mean, a))
+                # A full aspect takes nothing more, not even a restatement (restatements of
+                # loosely joined members chain other topics in): the memory goes to another
+                # aspect near it, or starts the topic's next aspect.
                 continue
             shared = proto is not None and protos[a].count(proto) * 2 >= len(protos[a])
             if (

@@ -56,11 +56,12 @@ class GraphConfig:
     """Merge two inferred aspects when a new memory is close enough to join both."""
     aspect_cap: int = 150
     aspect_cap_share: float = 0.015
-    """An inferred aspect stops taking memories on a loose match once it holds
-    ``max(aspect_cap, aspect_cap_share * memories of the user)``: past that a memory joins it
-    only when it restates a member (``corroborate``), and two aspects merge only
-    while the result stays under it. Loose joins and bridged merges otherwise chain many
-    topics into one that holds nearly every memory."""
+    """An inferred aspect takes no more memories once it holds
+    ``max(aspect_cap, aspect_cap_share * memories of the user)``, and two aspects merge only
+    while the result stays under it: a memory that would join a full aspect joins another
+    near it or starts a new one. Loose joins, restatements of loosely joined members and
+    bridged merges otherwise chain many topics into one that holds nearly every memory.
+    Aspects a caller names are never capped."""
     neighbours: int = 12
     """Candidate blocking: how many nearest memories a new memory is compared with."""
     max_expand: int = 200
