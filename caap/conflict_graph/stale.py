@@ -471,12 +471,14 @@ _OTHER_PERSON = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def about_someone_else(text: str) -> bool:
     """The statement is about another person ("My brother moved to Denver"), not the user:
     its changes are not the user's, and its states are not the user's to replace."""
     return bool(_OTHER_PERSON.search(text))
 
 
+@functools.lru_cache(maxsize=65536)
 def entities(text: str) -> frozenset[str]:
     """Named things a text mentions: capitalised words that are not function words, months,
     weekdays or "I" ("Miso", "Civic", "Portland")."""
