@@ -436,7 +436,9 @@ class ConflictGraph:
         idset = set(ids)
         # A change in another aspect that invalidates one of these memories belongs to the
         # cluster: without it the policy would see the old habit and not why it is stale.
-        for _, _, k in list(self.g.edges(ids, keys=True)):
+        incident = list(self.g.edges(ids, keys=True))
+        pulled: list[str] = []
+        for _, _, k in incident:
             e = self._edges.get(k)
             if e is None or not e.active:
                 continue
@@ -450,9 +452,12 @@ class ConflictGraph:
             if add not in idset:
                 ids.append(add)
                 idset.add(add)
+                pulled.append(add)
         # Walk the networkx adjacency of these memories only (active edges live there),
-        # rather than every edge of the user.
-        keys = {k for a, b, k in self.g.edges(ids, keys=True) if a in idset and b in idset}
+        # rather than every edge of the user; each adjacency once.
+        if pulled:
+            incident += self.g.edges(pulled, keys=True)
+        keys = {k for a, b, k in incident if a in idset and b in idset}
         edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
         edges.sort(key=lambda e: (e.created_at, e.id))
         named = {i for i in ids if not _self_source(self._mem[i].source)}
