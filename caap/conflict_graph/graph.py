@@ -300,9 +300,7 @@ class ConflictGraph:
         A superseded memory is closed in world time (``invalid_at``), never deleted.
         """
         m = self._mem[memory_id]
-        incident = [
-            self._edges[k] for a, b, k in self.g.edges([memory_id], keys=True) if k in self._edges
-        ]
+        incident = [self._edges[k] for _, _, k in self._incident([memory_id]) if k in self._edges]
         return validity(memory_id, m.observed_at, incident)
 
     # -- writing ---------------------------------------------------------------------------
@@ -436,7 +434,7 @@ class ConflictGraph:
         idset = set(ids)
         # A change in another aspect that invalidates one of these memories belongs to the
         # cluster: without it the policy would see the old habit and not why it is stale.
-        incident = list(self.g.edges(ids, keys=True))
+        incident = self._incident(ids)
         pulled: list[str] = []
         for _, _, k in incident:
             e = self._edges.get(k)
@@ -456,7 +454,7 @@ class ConflictGraph:
         # Walk the networkx adjacency of these memories only (active edges live there),
         # rather than every edge of the user; each adjacency once.
         if pulled:
-            incident += self.g.edges(pulled, keys=True)
+            incident += self._incident(pulled)
         keys = {k for a, b, k in incident if a in idset and b in idset}
         edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
         edges.sort(key=lambda e: (e.created_at, e.id))
@@ -566,6 +564,13 @@ class ConflictGraph:
             self._by_facet.setdefault(f, []).append(memory.id)
         self._primary[memory.id] = primary_facets(fsims, self._facet_names)
         self.g.add_node(memory.id)
+
+    def _incident(self, nodes: Iterable[str]) -> list[tuple[str, str, str]]:
+        """``(node, neighbour, edge id)`` for every edge at ``nodes`` (an edge between two of
+        them comes twice), read off the adjacency: a networkx edge view walks itself once
+        more just to count its length."""
+        adj: dict[str, dict[str, dict[str, object]]] = self.g._adj  # networkx's own dicts
+        return [(a, b, k) for a in nodes if a in adj for b, keys in adj[a].items() for k in keys]
 
     def _touch(self, aspect: str | None) -> None:
         """Mark an aspect changed: its cached cluster is stale."""
@@ -944,7 +949,7 @@ class ConflictGraph:
         # The cross-aspect edges this write can lift or repeat touch the new memory or its
         # aspect's latest members: walk their adjacency, not every edge of the user.
         current = {}
-        for _, _, key in self.g.edges([new_id, *mates], keys=True):
+        for _, _, key in self._incident([new_id, *mates]):
             e = self._edges[key]
             if e.active and self._cross_aspect(e):
                 current[(e.kind, e.source_id, e.target_id)] = e
@@ -1075,7 +1080,7 @@ class ConflictGraph:
         )
         self._windows[aspect] = [*ids, *recent]
         current = {}
-        for a, b, key in self.g.edges(walk, keys=True):
+        for a, b, key in self._incident(walk):
             e = self._edges[key]
             if (
                 e.active
