@@ -612,11 +612,12 @@ class ConflictGraph:
             # A conversation turn: its aspect is the topic of its conversation segment.
             when = memory.observed_at or ext.observed_at
             self._naming[memory.id] = (memory.text, ext.value)
-            segment, topic, moves = self.topics.add(
-                memory.id, vector, when.date().isoformat() if when else None
-            )
-            self._naming.pop(memory.id, None)
-            relabeled += self._apply_moves(moves)
+            with phase("topics"):
+                segment, topic, moves = self.topics.add(
+                    memory.id, vector, when.date().isoformat() if when else None
+                )
+                self._naming.pop(memory.id, None)
+                relabeled += self._apply_moves(moves)
             updates["aspect"] = topic
             inferred.append("aspect")
         elif memory.aspect is None:
