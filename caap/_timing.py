@@ -15,7 +15,7 @@ from contextvars import ContextVar
 
 __all__ = ["PHASES", "Timings", "collect", "phase"]
 
-PHASES = ("embed", "extract", "graph", "vector_store", "sqlite", "policy")
+PHASES = ("embed", "extract", "graph", "topics", "vector_store", "sqlite", "policy")
 """The phases the SDK marks; anything not inside one is reported as ``other``."""
 
 _NULL: AbstractContextManager[None] = nullcontext()

@@ -322,6 +322,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         relations=args.relations,
         seed=args.seed,
         progress=not args.quiet,
+        conversation=args.conversation,
+        budget=args.budget,
     )
     report = run_bench(cfg)
     out = write_report(report, args.out)
@@ -478,6 +480,13 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
         help="relation layers to run the agent with end to end, one row each (default: rules; "
         "e.g. --relations rules learned)",
     )
+    p.add_argument(
+        "--conversation",
+        action="store_true",
+        help="also ingest each size as dated conversation turns: topic upkeep per write and "
+        "recall at --budget next to plain search",
+    )
+    p.add_argument("--budget", type=int, default=20, help="recall budget for --conversation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")

@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,13 @@ class BenchConfig:
     peer in the same run; the Mem0 peer runs with the first)."""
     seed: int = 0
     progress: bool = True
+    conversation: bool = False
+    """Also ingest each end-to-end size as conversation turns (sessions of
+    ``session_turns`` dated turns), so topics are formed from conversation segments: reports
+    topic upkeep per write and budgeted recall next to plain search at the same budget (with
+    the first relation layer)."""
+    session_turns: int = 8
+    budget: int = 20
 
 
 @dataclass
@@ -291,6 +299,70 @@ def _end_to_end(
     out.setdefault("end_to_end", []).append(row)
 
 
+def _turns(texts: list[str], per_session: int) -> list[dict[str, Any]]:
+    """The texts as conversation turns: sessions of ``per_session`` turns, one session a day."""
+    start = datetime(2025, 1, 1, 9, tzinfo=timezone.utc)
+    return [
+        {
+            "text": t,
+            "observed_at": start + timedelta(days=i // per_session, minutes=i % per_session),
+            "provenance": {"session": f"s{i // per_session}", "turn": str(i % per_session)},
+        }
+        for i, t in enumerate(texts)
+    ]
+
+
+def _conversation(n: int, cfg: BenchConfig, out: dict[str, Any], relations: str) -> None:
+    """Ingest ``n`` memories as conversation turns: topic upkeep per write, topic sizes, and
+    recall at a budget against plain search given the same number of results."""
+    from caap import Agent
+
+    items = _turns(corpus(n, cfg.seed), cfg.session_turns)
+    qs = queries(cfg.queries)
+    row: dict[str, Any] = {"n": n, "relations": relations, "session_turns": cfg.session_turns}
+    with tempfile.TemporaryDirectory() as d:
+        agent = Agent(d, relations=relations)
+        agent.embedder.encode([str(i["text"]) for i in items[:64]])  # warm the model
+        batches = _Series()
+        total = 0.0
+        phases: dict[str, float] = {}
+        for i in tqdm(
+            range(0, n, cfg.batch), desc=f"conversation ingest {n}", disable=not cfg.progress,
+            leave=False,
+        ):  # fmt: skip
+            sec, t = _timed(partial(agent.remember_many, items[i : i + cfg.batch], "u"))
+            batches.add(sec, t)
+            total += sec
+            for k, v in t.seconds.items():
+                phases[k] = phases.get(k, 0.0) + v
+        phases["other"] = max(total - sum(phases.values()), 0.0)
+        topic_ms = sorted(1000 * p.get("topics", 0.0) for p in batches.phases)
+        row["ingest"] = {
+            "seconds": total,
+            "memories_per_s": n / total if total else 0.0,
+            "phase_seconds": phases,
+            "batch": batches.summary(),
+            # Topic upkeep of one batch (segmenting, joining topics, local re-clustering).
+            "topics_ms_per_batch": {
+                "p50": _pct(topic_ms, 0.5),
+                "p95": _pct(topic_ms, 0.95),
+                "max": topic_ms[-1] if topic_ms else 0.0,
+            },
+        }
+        for q in qs:  # cache the query embeddings
+            agent.recall(q, "u", budget=cfg.budget)
+        plain, budgeted = _Series(), _Series()
+        for q in qs:
+            plain.add(*_timed(partial(agent.backend.search, q, "u", k=cfg.budget)))
+            budgeted.add(*_timed(partial(agent.recall, q, "u", budget=cfg.budget)))
+        row["search_plain"] = plain.summary()
+        row["recall_budget"] = budgeted.summary()
+        row["budget"] = cfg.budget
+        row["aspects"] = aspect_sizes(agent.graph("u"))
+        agent.close()
+    out.setdefault("conversation", []).append(row)
+
+
 def aspect_sizes(graph: Any) -> dict[str, Any]:
     """How a graph's memories spread over its aspects (topics): how many aspects, the largest
     one's size and its share of the memories, and the 99th-percentile size."""
@@ -410,8 +482,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     for n in (*cfg.sizes, *cfg.graph_sizes):
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"sizes must be positive integers, got {n!r}")
-    if cfg.queries < 1 or cfg.batch < 1 or cfg.graph_writes < 1:
-        raise ValueError("queries, batch and graph_writes must be positive")
+    if min(cfg.queries, cfg.batch, cfg.graph_writes, cfg.session_turns, cfg.budget) < 1:
+        raise ValueError("queries, batch, graph_writes, session_turns and budget must be positive")
     from caap.conflict_graph.relations import relation_layer_names
 
     unknown = [r for r in cfg.relations if r not in relation_layer_names()]
@@ -429,10 +501,15 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         "k": cfg.k,
         "seed": cfg.seed,
         "relations": list(cfg.relations),
+        "conversation": cfg.conversation,
+        "session_turns": cfg.session_turns,
+        "budget": cfg.budget,
     }
     for n in cfg.sizes:
         for j, layer in enumerate(cfg.relations):
             _end_to_end(n, cfg, out, relations=layer, mem0=j == 0)
+        if cfg.conversation:
+            _conversation(n, cfg, out, cfg.relations[0])
     if cfg.graph_sizes:
         pool = _pool(cfg, min(4000, max(cfg.graph_sizes)))
         for n in cfg.graph_sizes:
@@ -505,6 +582,34 @@ def render_markdown(report: dict[str, Any]) -> str:
             if "skipped" in r.get("ingest_mem0", {}):
                 lines += ["", f"Mem0 peer skipped: {r['ingest_mem0']['skipped']}"]
                 break
+    conv = report.get("conversation", [])
+    if conv:
+        lines += [
+            "",
+            "Conversation turns (sessions of dated turns; topics from conversation segments):",
+            "",
+            "| N | ingest mem/s | batch p50/p95/p99 s | topic upkeep per batch p50/p95/max ms "
+            "| ingest split (s): embed / extract / graph / topics / sqlite / vector_store / other "
+            "| plain search k=B p50/p95 ms | recall budget=B p50/p95 ms "
+            "| topics: count, largest (share), p99 size |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in conv:
+            ing, b, tp = r["ingest"], r["ingest"]["batch"], r["ingest"]["topics_ms_per_batch"]
+            ph = ing["phase_seconds"]
+            split = " / ".join(
+                _f(ph.get(k, 0.0))
+                for k in ("embed", "extract", "graph", "topics", "sqlite", "vector_store", "other")
+            )
+            sp, rb = r["search_plain"], r["recall_budget"]
+            lines.append(
+                f"| {r['n']} ({r['relations']}, B={r['budget']}) | {_f(ing['memories_per_s'])} | "
+                f"{_f(b['p50_ms'] / 1000, 2)} / {_f(b['p95_ms'] / 1000, 2)} / "
+                f"{_f(b['p99_ms'] / 1000, 2)} | "
+                f"{_f(tp['p50'])} / {_f(tp['p95'])} / {_f(tp['max'])} | {split} | "
+                f"{_f(sp['p50_ms'])} / {_f(sp['p95_ms'])} | "
+                f"{_f(rb['p50_ms'])} / {_f(rb['p95_ms'])} | {_aspects(r)} |"
+            )
     g = report.get("graph_layer", [])
     if g:
         lines += [

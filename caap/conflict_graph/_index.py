@@ -93,13 +93,32 @@ class VectorIndex:
         if 0 <= row < self._n:
             self._alive[row] = False
 
-    def search(self, vector: Vector, k: int) -> tuple[list[int], list[float]]:
-        """The ``k`` nearest live rows and their similarities (dot products), best first."""
+    def scores(self, vectors: Vector) -> Vector | None:
+        """Similarities of every stored row to each of ``vectors`` (one column each), for a
+        batch of searches that follows (``search(..., known=column)``): one matrix product
+        instead of one scan per search. ``None`` once the index is inverted."""
+        if self._centroids is not None or self._n == 0:
+            return None
+        out: Vector = self._vecs[: self._n] @ np.asarray(vectors, dtype=np.float32).T
+        return out
+
+    def search(
+        self, vector: Vector, k: int, *, known: Vector | None = None
+    ) -> tuple[list[int], list[float]]:
+        """The ``k`` nearest live rows and their similarities (dot products), best first.
+
+        ``known``: ``vector``'s similarities to the first ``len(known)`` rows, computed
+        earlier by :meth:`scores` (rows added since are scored here).
+        """
         if self._n == 0 or k < 1:
             return [], []
         if self._centroids is None:
             rows = np.arange(self._n)
-            sims = self._vecs[: self._n] @ vector
+            if known is not None and len(known) <= self._n:
+                m = len(known)
+                sims = np.concatenate([known, self._vecs[m : self._n] @ vector])
+            else:
+                sims = self._vecs[: self._n] @ vector
         else:
             near = np.argsort(-(self._centroids @ vector))[: self.nprobe]
             lists = [self._lists[int(c)] for c in near if self._lists[int(c)].n]

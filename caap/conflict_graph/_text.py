@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -645,6 +646,7 @@ def is_record_source(source: str) -> bool:
     return bool(_RECORD_SOURCE.search(source.strip()))
 
 
+@functools.lru_cache(maxsize=65536)
 def normalize_source(source: str) -> str:
     """Comparable form of a source: lowercase, without the owner's possessive and articles."""
     s = source.lower().replace("’", "'")

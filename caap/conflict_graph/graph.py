@@ -55,6 +55,7 @@ from caap.conflict_graph.stale import (
     primary_facets,
     propagated_invalidations,
     state_supersessions,
+    trigger_reach,
     validity,
     verdict_stale_edges,
 )
@@ -299,9 +300,7 @@ class ConflictGraph:
         A superseded memory is closed in world time (``invalid_at``), never deleted.
         """
         m = self._mem[memory_id]
-        incident = [
-            self._edges[k] for a, b, k in self.g.edges([memory_id], keys=True) if k in self._edges
-        ]
+        incident = [self._edges[k] for _, _, k in self._incident([memory_id]) if k in self._edges]
         return validity(memory_id, m.observed_at, incident)
 
     # -- writing ---------------------------------------------------------------------------
@@ -338,8 +337,12 @@ class ConflictGraph:
                 extractions = self._read_facets([m.text for m in memories])
         if vectors is None:
             vectors = self._embed_values([e.value for e in extractions])
+        # Neighbour search for the whole batch against the memories already held: one
+        # matrix product (the batch's own members are scored as each is placed).
+        known = self._index.scores(vectors) if len(memories) > 1 else None
         return [
-            self._place(m, e, v) for m, e, v in zip(memories, extractions, vectors, strict=True)
+            self._place(m, e, v, None if known is None else known[:, j])
+            for j, (m, e, v) in enumerate(zip(memories, extractions, vectors, strict=True))
         ]
 
     def _embed_values(self, values: list[str]) -> Vector:
@@ -431,7 +434,9 @@ class ConflictGraph:
         idset = set(ids)
         # A change in another aspect that invalidates one of these memories belongs to the
         # cluster: without it the policy would see the old habit and not why it is stale.
-        for _, _, k in list(self.g.edges(ids, keys=True)):
+        incident = self._incident(ids)
+        pulled: list[str] = []
+        for _, _, k in incident:
             e = self._edges.get(k)
             if e is None or not e.active:
                 continue
@@ -445,9 +450,12 @@ class ConflictGraph:
             if add not in idset:
                 ids.append(add)
                 idset.add(add)
+                pulled.append(add)
         # Walk the networkx adjacency of these memories only (active edges live there),
-        # rather than every edge of the user.
-        keys = {k for a, b, k in self.g.edges(ids, keys=True) if a in idset and b in idset}
+        # rather than every edge of the user; each adjacency once.
+        if pulled:
+            incident += self._incident(pulled)
+        keys = {k for a, b, k in incident if a in idset and b in idset}
         edges = [self._edges[k] for k in keys if k in self._edges and self._edges[k].active]
         edges.sort(key=lambda e: (e.created_at, e.id))
         named = {i for i in ids if not _self_source(self._mem[i].source)}
@@ -557,6 +565,13 @@ class ConflictGraph:
         self._primary[memory.id] = primary_facets(fsims, self._facet_names)
         self.g.add_node(memory.id)
 
+    def _incident(self, nodes: Iterable[str]) -> list[tuple[str, str, str]]:
+        """``(node, neighbour, edge id)`` for every edge at ``nodes`` (an edge between two of
+        them comes twice), read off the adjacency: a networkx edge view walks itself once
+        more just to count its length."""
+        adj: dict[str, dict[str, dict[str, object]]] = self.g._adj  # networkx's own dicts
+        return [(a, b, k) for a in nodes if a in adj for b, keys in adj[a].items() for k in keys]
+
     def _touch(self, aspect: str | None) -> None:
         """Mark an aspect changed: its cached cluster is stale."""
         if aspect:
@@ -567,12 +582,17 @@ class ConflictGraph:
         best = int(np.argmax(sims))
         return list(PROTOTYPES)[best] if sims[best] >= self.config.prototype_min else None
 
-    def _neighbours(self, vector: Vector, k: int) -> list[tuple[str, float]]:
-        """The ``k`` nearest live memories: one matrix-vector product and a partial sort."""
-        rows, sims = self._index.search(vector, k)
+    def _neighbours(
+        self, vector: Vector, k: int, known: Vector | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` nearest live memories: one matrix-vector product (or the similarities
+        ``known`` for the first rows) and a partial sort."""
+        rows, sims = self._index.search(vector, k, known=known)
         return [(self._ids[r], s) for r, s in zip(rows, sims, strict=True)]
 
-    def _place(self, memory: Memory, ext: Extraction, vector: Vector) -> WriteResult:
+    def _place(
+        self, memory: Memory, ext: Extraction, vector: Vector, known: Vector | None = None
+    ) -> WriteResult:
         cfg = self.config
         inferred: list[str] = []
         updates: dict[str, object] = {}
@@ -585,18 +605,19 @@ class ConflictGraph:
             if getattr(memory, name) is None and val is not None:
                 updates[name] = val
                 inferred.append(name)
-        neighbours = self._neighbours(vector, cfg.neighbours)
+        neighbours = self._neighbours(vector, cfg.neighbours, known)
         relabeled: list[Memory] = []
         segment: str | None = None
         if memory.aspect is None and self._conversational(memory):
             # A conversation turn: its aspect is the topic of its conversation segment.
             when = memory.observed_at or ext.observed_at
             self._naming[memory.id] = (memory.text, ext.value)
-            segment, topic, moves = self.topics.add(
-                memory.id, vector, when.date().isoformat() if when else None
-            )
-            self._naming.pop(memory.id, None)
-            relabeled += self._apply_moves(moves)
+            with phase("topics"):
+                segment, topic, moves = self.topics.add(
+                    memory.id, vector, when.date().isoformat() if when else None
+                )
+                self._naming.pop(memory.id, None)
+                relabeled += self._apply_moves(moves)
             updates["aspect"] = topic
             inferred.append("aspect")
         elif memory.aspect is None:
@@ -688,7 +709,8 @@ class ConflictGraph:
         """Aspects the new memory is close enough to join, best first.
 
         Joining needs a high enough mean similarity to the aspect's nearest members, or one
-        near-duplicate, or a lower mean when both sit on the same life-facet prototype.
+        near-duplicate, or a lower mean when both sit on the same life-facet prototype; an
+        aspect at the cap (:meth:`_aspect_cap`) takes nothing.
         """
         cfg = self.config
         by_aspect: dict[str, list[float]] = {}
@@ -704,9 +726,9 @@ class ConflictGraph:
             top = sorted(sims, reverse=True)[: cfg.aspect_top]
             mean = sum(top) / len(top)
             if len(self._by_aspect.get(a, ())) >= cap:
-                # A full aspect takes only what restates one of its members.
-                if top[0] >= cfg.corroborate:
-                    scored.append((mean, a))
+                # A full aspect takes nothing more, not even a restatement (restatements of
+                # loosely joined members chain other topics in): the memory goes to another
+                # aspect near it, or starts the topic's next aspect.
                 continue
             shared = proto is not None and protos[a].count(proto) * 2 >= len(protos[a])
             if (
@@ -928,7 +950,7 @@ class ConflictGraph:
         # The cross-aspect edges this write can lift or repeat touch the new memory or its
         # aspect's latest members: walk their adjacency, not every edge of the user.
         current = {}
-        for _, _, key in self.g.edges([new_id, *mates], keys=True):
+        for _, _, key in self._incident([new_id, *mates]):
             e = self._edges[key]
             if e.active and self._cross_aspect(e):
                 current[(e.kind, e.source_id, e.target_id)] = e
@@ -964,13 +986,16 @@ class ConflictGraph:
         related |= {t for t, d in deps.edges.items() if d & own}
         cand = dict.fromkeys(i for f in sorted(related) for i in latest(self._by_facet.get(f, ())))
         pool = [new, *(self._node(i) for i in cand)]
-        # The lifting rule needs the other (latest) members of a candidate's aspect.
-        peer_ids = {
-            i
-            for a in dict.fromkeys(self._mem[c].aspect or "" for c in cand)
-            for i in latest(self._by_aspect.get(a, []))
-            if i not in cand
-        }
+        # The lifting rule needs the other (latest) members of the invalidated memory's
+        # aspect. Every pair includes the new memory: when it cannot act as a change, it can
+        # only be the invalidated one, and only its own aspect's members matter.
+        if trigger_reach(new, self._primary.get(new_id, frozenset()), deps):
+            lifting = dict.fromkeys(self._mem[c].aspect or "" for c in cand)
+        else:
+            lifting = dict.fromkeys(
+                a for a in (self._mem[c].aspect or "" for c in cand) if a == (aspect or "")
+            )
+        peer_ids = {i for a in lifting for i in latest(self._by_aspect.get(a, [])) if i not in cand}
         peers = [self._node(i) for i in peer_ids]
         facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
         facets.update({n.id: frozenset() for n in peers})
@@ -1056,7 +1081,7 @@ class ConflictGraph:
         )
         self._windows[aspect] = [*ids, *recent]
         current = {}
-        for a, b, key in self.g.edges(walk, keys=True):
+        for a, b, key in self._incident(walk):
             e = self._edges[key]
             if (
                 e.active

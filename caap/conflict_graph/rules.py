@@ -4,6 +4,7 @@ timeline reads, and how risky acting on it is. No storage, no model: unit-testab
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,11 +57,12 @@ class GraphConfig:
     """Merge two inferred aspects when a new memory is close enough to join both."""
     aspect_cap: int = 150
     aspect_cap_share: float = 0.015
-    """An inferred aspect stops taking memories on a loose match once it holds
-    ``max(aspect_cap, aspect_cap_share * memories of the user)``: past that a memory joins it
-    only when it restates a member (``corroborate``), and two aspects merge only
-    while the result stays under it. Loose joins and bridged merges otherwise chain many
-    topics into one that holds nearly every memory."""
+    """An inferred aspect takes no more memories once it holds
+    ``max(aspect_cap, aspect_cap_share * memories of the user)``, and two aspects merge only
+    while the result stays under it: a memory that would join a full aspect joins another
+    near it or starts a new one. Loose joins, restatements of loosely joined members and
+    bridged merges otherwise chain many topics into one that holds nearly every memory.
+    Aspects a caller names are never capped."""
     neighbours: int = 12
     """Candidate blocking: how many nearest memories a new memory is compared with."""
     max_expand: int = 200
@@ -367,17 +369,28 @@ def risk_tier(texts: Sequence[str], query: str = "") -> tuple[RiskTier, list[str
     Returns the tier and the categories that fired. A category fires on one hit in the query
     or two hits across the memories, so one passing mention does not raise the stakes.
     """
-    body = " ".join(texts).lower()
-    q = query.lower()
-    fired = []
-    for cat, rx in _HIGH_RISK.items():
-        if re.search(rx, q) or len(re.findall(rx, body)) >= 2:
-            fired.append(cat)
+    counts = [_risk_hits(t) for t in texts]
+    in_query = _risk_hits(query)
+    fired = [
+        cat for j, cat in enumerate(_HIGH_RISK) if in_query[j] or sum(c[j] for c in counts) >= 2
+    ]
     if fired:
         return RiskTier.HIGH, fired
-    if re.search(_MEDIUM_RISK, q) or len(re.findall(_MEDIUM_RISK, body)) >= 2:
+    m = len(_HIGH_RISK)
+    if in_query[m] or sum(c[m] for c in counts) >= 2:
         return RiskTier.MEDIUM, ["money_or_safety"]
     return RiskTier.LOW, []
+
+
+_RISK_PATTERNS = [re.compile(rx) for rx in (*_HIGH_RISK.values(), _MEDIUM_RISK)]
+
+
+@functools.lru_cache(maxsize=65536)
+def _risk_hits(text: str) -> tuple[int, ...]:
+    """How often each high-risk category (in order), then the medium one, occurs in a text
+    (memoised: a memory is read again on every answer that recalls it)."""
+    low = text.lower()
+    return tuple(len(rx.findall(low)) for rx in _RISK_PATTERNS)
 
 
 class VerdictLookup(Protocol):

@@ -67,6 +67,7 @@ __all__ = [
     "primary_facets",
     "propagated_invalidations",
     "state_supersessions",
+    "trigger_reach",
     "validity",
     "verdict_stale_edges",
 ]
@@ -470,12 +471,14 @@ _OTHER_PERSON = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def about_someone_else(text: str) -> bool:
     """The statement is about another person ("My brother moved to Denver"), not the user:
     its changes are not the user's, and its states are not the user's to replace."""
     return bool(_OTHER_PERSON.search(text))
 
 
+@functools.lru_cache(maxsize=65536)
 def entities(text: str) -> frozenset[str]:
     """Named things a text mentions: capitalised words that are not function words, months,
     weekdays or "I" ("Miso", "Civic", "Portland")."""
@@ -600,6 +603,17 @@ def exclusive_supersessions(
     return list({(e.source_id, e.target_id): e for e in out}.values())
 
 
+def trigger_reach(change: Node, trigger: frozenset[str], deps: DependencyMap) -> frozenset[str]:
+    """The facets a memory can invalidate as a change on its ``trigger`` facets: empty unless
+    it is the user's own statement reporting a change (not about someone else) and the map
+    lists dependents of one of those facets."""
+    if not trigger or not _self_source(change.source) or not is_change_event(change.text):
+        return frozenset()
+    if about_someone_else(change.text):
+        return frozenset()
+    return frozenset().union(*(deps.dependents(t) for t in trigger))
+
+
 def propagated_invalidations(
     nodes: Sequence[Node],
     aspects: Mapping[str, str],
@@ -633,11 +647,7 @@ def propagated_invalidations(
             trig = primary.get(change.id, frozenset())
         else:
             trig = facets.get(change.id, frozenset())
-        if not trig or not _self_source(change.source) or not is_change_event(change.text):
-            continue
-        if about_someone_else(change.text):
-            continue
-        reach = frozenset().union(*(deps.dependents(t) for t in trig))
+        reach = trigger_reach(change, trig, deps)
         if not reach:
             continue
         for old in _partners(nodes, change, focus):

@@ -76,3 +76,25 @@ def test_bench_compares_relation_layers_in_one_run(tmp_path: Path) -> None:
 def test_bench_rejects_an_unknown_layer(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--sizes", "5", "--graph-sizes", "--relations", "nope", "--quiet"]) == 2
     assert "relations must name layers" in capsys.readouterr().err
+
+
+def test_bench_times_topic_upkeep_and_budgeted_recall_on_conversation_turns(
+    tmp_path: Path,
+) -> None:
+    report = run_bench(
+        BenchConfig(
+            sizes=(48,), graph_sizes=(), queries=3, batch=16, mem0=False, progress=False,
+            conversation=True, session_turns=6, budget=5,
+        )
+    )  # fmt: skip
+    (row,) = report["conversation"]
+    assert row["n"] == 48 and row["budget"] == 5
+    ing = row["ingest"]
+    # Turns go through topic formation, and its time is its own phase.
+    assert ing["phase_seconds"].get("topics", 0.0) > 0
+    assert ing["batch"]["n"] == 3 and ing["topics_ms_per_batch"]["max"] > 0
+    assert row["recall_budget"]["n"] == 3 and row["search_plain"]["n"] == 3
+    # 48 turns in 8 sessions of 6: topics group them, none is everything.
+    assert 1 < row["aspects"]["count"] < 48
+    md = (write_report(report, tmp_path / "b") / "bench.md").read_text()
+    assert "| 48 (rules, B=5) |" in md

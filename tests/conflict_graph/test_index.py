@@ -57,3 +57,30 @@ def test_rows_must_be_dense_and_parameters_positive() -> None:
     with pytest.raises(ValueError):
         VectorIndex(4, nprobe=0)
     assert idx.search(np.ones(4, dtype=np.float32), 3) == ([], [])
+
+
+def test_a_batch_of_searches_scored_at_once_finds_the_same_rows() -> None:
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(300, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    one, batched = VectorIndex(16), VectorIndex(16)
+    for row in range(200):
+        one.add(row, vecs[row])
+        batched.add(row, vecs[row])
+    batched.remove(7)
+    one.remove(7)
+    known = batched.scores(vecs[200:])
+    assert known is not None and known.shape == (200, 100)
+    for j, row in enumerate(range(200, 300)):
+        # Each search also sees the rows added since the batch was scored.
+        rows, sims = batched.search(vecs[row], 5, known=known[:, j])
+        rows_one, sims_one = one.search(vecs[row], 5)
+        assert rows == rows_one
+        # A matrix product may round the last bit differently from a matrix-vector one.
+        assert np.allclose(sims, sims_one, atol=1e-6)
+        one.add(row, vecs[row])
+        batched.add(row, vecs[row])
+    inverted = VectorIndex(16, exact_limit=50)
+    for row in range(60):
+        inverted.add(row, vecs[row])
+    assert inverted.scores(vecs[60:62]) is None
