@@ -19,11 +19,13 @@ from caap.conflict_graph.relations import SITUATIONS
 
 __all__ = [
     "FACET_CLASSES",
+    "N_PAIR_SURFACE",
     "N_SCALARS",
     "SITUATIONS",
     "SITUATION_K",
     "nearest",
     "pair_features",
+    "pair_surface",
     "risk_features",
     "situation_features",
     "text_features",
@@ -45,6 +47,61 @@ N_SCALARS = 9
 
 def _numbers(text: str) -> frozenset[str]:
     return frozenset(_NUMBER.findall(text))
+
+
+_WORD = re.compile(r"[^\W_]+", re.U)
+_VALUE = re.compile(r"\d+(?:[.,:]\d+)?")
+
+
+def _words(text: str) -> frozenset[str]:
+    """Lower-cased word tokens of three or more characters, and every number token."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 or w.isdigit())
+
+
+def _values(text: str) -> frozenset[str]:
+    """Numeric values written in a canonical form: ``475.00`` and ``475`` are one value,
+    ``0,15`` and ``0.15`` too; clock times (``18:30``) are kept as written."""
+    out = set()
+    for tok in _VALUE.findall(text):
+        if ":" in tok:
+            h, _, m = tok.partition(":")
+            out.add(f"{int(h)}:{m}")
+            continue
+        try:
+            out.add(f"{float(tok.replace(',', '.')):g}")
+        except ValueError:  # pragma: no cover - the pattern only matches numbers
+            out.add(tok)
+    return frozenset(out)
+
+
+#: Surface comparisons per pair (see :func:`pair_surface`).
+N_PAIR_SURFACE = 7
+
+
+def pair_surface(va: Array, vb: Array, ta: Sequence[str], tb: Sequence[str]) -> Array:
+    """How alike two memories are on the surface, per pair: the cosine of their embeddings
+    and its excess over 0.6 (near-duplicates), the share of words they have in common (of
+    the union and of the shorter), whether both carry a number and share one, whether they
+    carry the same numbers, and whether both carry numbers and share none. These are the
+    signals that two differently worded memories state one value (agreement), with no word
+    list behind them."""
+    cos = np.sum(va * vb, axis=1)
+    out = np.zeros((len(ta), N_PAIR_SURFACE), dtype=np.float32)
+    for i, (x, y) in enumerate(zip(ta, tb, strict=True)):
+        wx, wy = _words(x), _words(y)
+        common = len(wx & wy)
+        nx, ny = _values(x), _values(y)
+        both = bool(nx) and bool(ny)
+        out[i] = (
+            cos[i],
+            max(float(cos[i]) - 0.6, 0.0),
+            common / max(len(wx | wy), 1),
+            common / max(min(len(wx), len(wy)), 1),
+            float(both and bool(nx & ny)),
+            float(both and nx == ny),
+            float(both and not (nx & ny)),
+        )
+    return out
 
 
 def text_scalars(texts: Sequence[str]) -> Array:
@@ -91,7 +148,9 @@ def pair_features(
     ``ta[i]``/``tb[i]``; ``fa``/``fb`` their facet-model probabilities (rows over
     :data:`FACET_CLASSES`; zeros when absent).
 
-    Symmetric in the two sides (a relation label is): product, absolute difference, mean.
+    Symmetric in the two sides (a relation label is): product, absolute difference, mean,
+    and the surface comparisons of :func:`pair_surface` (the last :data:`N_PAIR_SURFACE`
+    columns).
     """
     if fa is None or fb is None:
         fa = fb = np.zeros((len(ta), len(FACET_CLASSES)), dtype=np.float32)
@@ -115,6 +174,7 @@ def pair_features(
             numbers_differ,
             fa * fb,
             fa + fb,
+            pair_surface(va, vb, ta, tb),
         ]
     ).astype(np.float32)
 
@@ -130,15 +190,24 @@ def nearest(query_vector: Array, memory_vectors: Array, k: int) -> Array:
 
 
 def risk_features(query_vector: Array, memory_vectors: Array) -> Array:
-    """Risk model input for one query: its embedding (zeros without a query) and the mean and
-    the elementwise max of the memories' embeddings (zeros without memories)."""
+    """Risk model input for one query: its embedding and the embedding of the memory nearest
+    it (zeros without memories).
+
+    Without a query (zeros: the risk of a cluster of memories alone) the memories' mean,
+    normalised, stands in for the query. Only the single nearest memory is read, not an
+    average of many: what is at stake is the query's, and a sensitive memory that happens to
+    be recalled nearby should not make an everyday question high-stakes.
+    """
     dim = query_vector.shape[-1]
-    if len(memory_vectors):
+    q = query_vector
+    if not np.any(q) and len(memory_vectors):
         mean = memory_vectors.mean(axis=0)
-        top = memory_vectors.max(axis=0)
+        q = mean / max(float(np.linalg.norm(mean)), 1e-9)
+    if len(memory_vectors):
+        near = memory_vectors[int(np.argmax(memory_vectors @ q))]
     else:
-        mean = top = np.zeros(dim, dtype=np.float32)
-    return np.concatenate([query_vector, mean, top]).astype(np.float32)
+        near = np.zeros(dim, dtype=np.float32)
+    return np.concatenate([q, near]).astype(np.float32)
 
 
 #: How many memories nearest the query the situation model reads.
@@ -146,7 +215,11 @@ SITUATION_K = 5
 
 
 def situation_features(
-    sims: Array, pair_probs: Array, facet_probs: Array, relations: Sequence[str]
+    sims: Array,
+    pair_probs: Array,
+    facet_probs: Array,
+    relations: Sequence[str],
+    surface: Array | None = None,
 ) -> Array:
     """Situation model input for one query over its ``k`` nearest memories.
 
@@ -169,6 +242,8 @@ def situation_features(
         )
     if len(facet_probs) == 0:
         facet_probs = np.zeros((1, len(FACET_CLASSES)), dtype=np.float32)
+    if surface is None or len(surface) != len(pair_probs):
+        surface = np.zeros((len(pair_probs), N_PAIR_SURFACE), dtype=np.float32)
     related = [j for j, r in enumerate(relations) if r != "unrelated"]
     strongest = np.sort(pair_probs[:, related].max(axis=1))[::-1]
     top_sims = np.zeros(3, dtype=np.float32)
@@ -182,5 +257,33 @@ def situation_features(
             top_sims,
             [float(np.mean(sims)) if k else 0.0],
             np.pad(strongest[:3], (0, max(0, 3 - len(strongest)))),
+            surface.max(axis=0),
+            (surface * weights[:, None]).sum(axis=0) / weights.sum(),
+            _shares(pair_probs, weights, relations),
         ]
     ).astype(np.float32)
+
+
+def _shares(pair_probs: Array, weights: Array, relations: Sequence[str]) -> Array:
+    """Of the pairs' "related somehow" mass (weighted like the pair readings): the share that
+    is agreement and the share that is a conflict (context, change, sources), and the least
+    agreement share of a pair read as related. A linear model cannot form these ratios from
+    the sums itself; they say whether related memories mostly agree."""
+    col = {r: j for j, r in enumerate(relations)}
+    related = 1.0 - pair_probs[:, col["unrelated"]] if "unrelated" in col else pair_probs.sum(1)
+    agree = pair_probs[:, col["agree"]] if "agree" in col else np.zeros(len(pair_probs))
+    conflict = sum(
+        (pair_probs[:, col[r]] for r in _CONFLICTS if r in col), np.zeros(len(pair_probs))
+    )
+    mass = float((weights * related).sum())
+    if mass < 1e-6:
+        return np.zeros(3, dtype=np.float32)
+    close = related >= 0.5
+    least = float(np.min(agree[close] / related[close])) if close.any() else 1.0
+    return np.array(
+        [float((weights * agree).sum()) / mass, float((weights * conflict).sum()) / mass, least],
+        dtype=np.float32,
+    )
+
+
+_CONFLICTS = ("context_partition", "temporal_change", "source_contradiction")

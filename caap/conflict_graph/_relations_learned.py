@@ -31,8 +31,8 @@ from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
     SITUATION_K,
     SITUATIONS,
-    nearest,
     pair_features,
+    pair_surface,
     risk_features,
     situation_features,
     text_features,
@@ -85,6 +85,9 @@ _KEYS = (
 )
 #: Arrays of the situation model; weights trained before it existed lack them.
 _SITUATION_KEYS = ("sit_w", "sit_b", "sit_mu", "sit_sd")
+#: Thresholds for the risk of memories read without a query (a cluster's risk); weights
+#: trained before they existed use the query thresholds for both.
+_CLUSTER_RISK_KEYS = ("risk_high_cluster", "risk_medium_cluster")
 
 
 class LearnedRelations:
@@ -120,15 +123,34 @@ class LearnedRelations:
             self._w: dict[str, Any] = {k: np.asarray(z[k]) for k in _KEYS}
             if all(k in z.files for k in _SITUATION_KEYS):
                 self._w.update({k: np.asarray(z[k]) for k in _SITUATION_KEYS})
+            for key, fallback in zip(_CLUSTER_RISK_KEYS, ("risk_high", "risk_medium"), strict=True):
+                self._w[key] = np.asarray(z[key] if key in z.files else z[fallback])
         card = self.weights_path.with_suffix(".json")
         self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
         self.embedder = embedder or get_embedder()
         dim = self.embedder.dimension
-        if self._w["risk_w"].shape[0] != 3 * dim:
+        if self._w["risk_w"].shape[0] != 2 * dim:
             raise ValueError(
-                f"weights {self.weights_path} were trained for {self._w['risk_w'].shape[0] // 3}"
+                f"weights {self.weights_path} were trained for {self._w['risk_w'].shape[0] // 2}"
                 f"-dimensional embeddings, the embedder gives {dim}"
             )
+        # Weights written for another feature layout (an older caap) cannot be read: say so.
+        zero = np.zeros((1, dim), dtype=np.float32)
+        expected = {
+            "pair_mu": pair_features(zero, zero, [""], [""]).shape[1],
+            "sit_mu": situation_features(
+                np.zeros(2, dtype=np.float32),
+                np.zeros((1, len(RELATIONS)), dtype=np.float32),
+                np.zeros((2, len(FACET_CLASSES)), dtype=np.float32),
+                RELATIONS,
+            ).shape[0],
+        }
+        for key, n in expected.items():
+            if key in self._w and self._w[key].shape[0] != n:
+                raise ValueError(
+                    f"weights {self.weights_path} have {self._w[key].shape[0]} {key[:-3]} "
+                    f"features, this caap computes {n}: retrain them with `caap relations train`"
+                )
         self._extractor = OfflineExtractor()
         self._vectors: OrderedDict[str, Array] = OrderedDict()
         self._lock = threading.Lock()
@@ -228,18 +250,23 @@ class LearnedRelations:
         dim = self.embedder.dimension
         qv = self._embed([query])[0] if query.strip() else np.zeros(dim, dtype=np.float32)
         mats = self._embed(list(dict.fromkeys(texts)))
-        # With a query, the memories nearest it (as in training); without, all of them.
-        x = risk_features(qv, nearest(qv, mats, SITUATION_K) if query.strip() else mats)
+        x = risk_features(qv, mats)
         z = float(((x - self._w["risk_mu"]) / self._w["risk_sd"]) @ self._w["risk_w"])
         z += float(self._w["risk_b"])
         return float(1.0 / (1.0 + np.exp(-z)))
 
     def risk(self, query: str, texts: Sequence[str]) -> RiskVerdict:
-        """HIGH at or above the dev-chosen threshold, MEDIUM within half of it, else LOW."""
+        """HIGH at or above the dev-chosen threshold, MEDIUM within half of it, else LOW.
+
+        A reading with a query and one of memories alone (a cluster's risk) differ in what
+        they see, so each has its own thresholds, both chosen on dev to catch every high-risk
+        example of their kind.
+        """
         p = self.high_risk_probability(query, texts)
-        if p >= float(self._w["risk_high"]):
+        suffix = "" if query.strip() else "_cluster"
+        if p >= float(self._w["risk_high" + suffix]):
             return RiskVerdict(RiskTier.HIGH, p, ("risk model",))
-        if p >= float(self._w["risk_medium"]):
+        if p >= float(self._w["risk_medium" + suffix]):
             return RiskVerdict(RiskTier.MEDIUM, p, ("risk model",))
         return RiskVerdict(RiskTier.LOW, 1.0 - p)
 
@@ -264,8 +291,15 @@ class LearnedRelations:
         order = np.argsort(-sims, kind="stable")[:SITUATION_K]
         top = [texts[int(j)] for j in order]
         pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
+        va = self._embed([a for a, _ in pairs])
+        vb = self._embed([b for _, b in pairs])
+        surface = pair_surface(va, vb, [a for a, _ in pairs], [b for _, b in pairs])
         x = situation_features(
-            sims[order], self.probabilities(pairs), self.facet_probabilities(top), RELATIONS
+            sims[order],
+            self.probabilities(pairs),
+            self.facet_probabilities(top),
+            RELATIONS,
+            surface,
         )
         z = ((x - self._w["sit_mu"]) / self._w["sit_sd"]) @ self._w["sit_w"] + self._w["sit_b"]
         p = _softmax(z.reshape(1, -1).astype(np.float32))[0]

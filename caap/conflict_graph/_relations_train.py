@@ -35,10 +35,11 @@ import numpy.typing as npt
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
+    N_PAIR_SURFACE,
     SITUATION_K,
     SITUATIONS,
-    nearest,
     pair_features,
+    pair_surface,
     risk_features,
     situation_features,
     text_features,
@@ -238,7 +239,7 @@ def _risk_matrix(
     for e in ex:
         q = vec[e.query] if e.query else zero
         mats = np.stack([vec[t] for t in e.texts]) if e.texts else np.zeros((0, dim), np.float32)
-        rows.append(risk_features(q, nearest(q, mats, SITUATION_K) if e.query else mats))
+        rows.append(risk_features(q, mats))
     return np.stack(rows), np.array([int(e.high) for e in ex], dtype=np.int64)
 
 
@@ -294,12 +295,15 @@ def train_relations(
     seed: int = 0,
     embedder: Embedder | None = None,
     recall: float = 1.0,
+    surface_scales: Sequence[float] = (1.0, 3.0, 10.0),
 ) -> dict[str, Any]:
     """Fit the pair and risk models on ``data``, choose settings on ``dev`` (default: a
     quarter of ``data``'s personas held out), write ``out`` (``.npz``) and ``out`` with
     ``.json`` (the card). Returns the card.
 
     ``recall``: the share of high-risk dev queries the HIGH threshold must catch.
+    ``surface_scales``: how much more weight the pair model may give the surface comparisons
+    than an embedding column (the best on dev is kept).
     """
     try:
         from sklearn.linear_model import LogisticRegression
@@ -379,16 +383,24 @@ def train_relations(
     # -- pair model ----------------------------------------------------------------------
     xt, yt = _pair_matrix(train.pairs, vec, facet)
     xd, yd = _pair_matrix(held.pairs, vec, facet)
-    mu, sd = _standardise(xt)
-    best: tuple[float, float, Any] | None = None
-    for c in grid:
-        m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
-        m.fit((xt - mu) / sd, yt)
-        f1 = float(f1_score(yd, m.predict((xd - mu) / sd), average="macro"))
-        if best is None or f1 > best[0]:
-            best = (f1, c, m)
+    mu, sd0 = _standardise(xt)
+    # The few surface comparisons (pair_surface, the last columns) compete with hundreds of
+    # embedding columns under one L2 penalty; scaling them up after standardising lets the
+    # model lean on them more (chosen on dev; 1: no scaling). The scale lives in pair_sd.
+    best: tuple[float, float, Any, float] | None = None
+    for scale in surface_scales:
+        sd_s = sd0.copy()
+        sd_s[-N_PAIR_SURFACE:] /= scale
+        for c in grid:
+            m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
+            m.fit((xt - mu) / sd_s, yt)
+            f1 = float(f1_score(yd, m.predict((xd - mu) / sd_s), average="macro"))
+            if best is None or f1 > best[0]:
+                best = (f1, c, m, scale)
     assert best is not None
-    pair_f1, pair_c, pair_model = best
+    pair_f1, pair_c, pair_model, surface_scale = best
+    sd = sd0.copy()
+    sd[-N_PAIR_SURFACE:] /= surface_scale
     pred = pair_model.predict((xd - mu) / sd)
     w, b = _dense_weights(pair_model, xt.shape[1], len(RELATIONS))
     per_relation = {
@@ -413,13 +425,25 @@ def train_relations(
             rbest = (loss, c, m)
     assert rbest is not None
     risk_loss, risk_c, risk_model = rbest
-    pd_ = risk_model.predict_proba((rd - rmu) / rsd)[:, 1]
-    pos = np.sort(pd_[ryd == 1])
-    # The highest threshold that still catches `recall` of the high-risk dev queries.
-    high = float(pos[int(np.floor((1 - recall) * len(pos)))]) if len(pos) else 0.5
-    high = min(high, 0.5)
-    caught = float((pd_[ryd == 1] >= high).mean()) if len(pos) else float("nan")
-    false_high = float((pd_[ryd == 0] >= high).mean()) if (ryd == 0).any() else float("nan")
+    pd_all = risk_model.predict_proba((rd - rmu) / rsd)[:, 1]
+    with_query = np.array([bool(e.query) for e in held.risks])
+
+    def threshold(rows: npt.NDArray[np.bool_]) -> tuple[float, float, float]:
+        """The highest threshold (at most 0.5) that still catches ``recall`` of the high-risk
+        dev examples among ``rows``; the share caught and the low-risk share flagged."""
+        p, y = pd_all[rows], ryd[rows]
+        pos = np.sort(p[y == 1])
+        high = float(pos[int(np.floor((1 - recall) * len(pos)))]) if len(pos) else 0.5
+        # A hair below the weakest caught example, so inference in float32 still catches it.
+        high = min(high - 1e-4, 0.5)
+        caught = float((p[y == 1] >= high).mean()) if len(pos) else float("nan")
+        false_high = float((p[y == 0] >= high).mean()) if (y == 0).any() else float("nan")
+        return high, caught, false_high
+
+    # A query's reading and a cluster's reading (no query) see different inputs, so each gets
+    # its own threshold: the harder cluster readings must not lower the bar for queries.
+    high, caught, false_high = threshold(with_query)
+    high_cluster, caught_cluster, false_high_cluster = threshold(~with_query)
 
     # -- situation model (per query over its nearest memories) ---------------------------
     # Trained on out-of-fold facet and pair readings (folds by persona), so it learns how
@@ -454,8 +478,20 @@ def train_relations(
             order = np.argsort(-sims, kind="stable")[:SITUATION_K]
             top = [texts[int(j)] for j in order]
             pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
+            surface = (
+                pair_surface(
+                    np.stack([vec[a] for a, _ in pairs]),
+                    np.stack([vec[b] for _, b in pairs]),
+                    [a for a, _ in pairs],
+                    [b for _, b in pairs],
+                )
+                if pairs
+                else None
+            )
             rows.append(
-                situation_features(sims[order], pprobs(pairs), facet_probs(fmodel, top), RELATIONS)
+                situation_features(
+                    sims[order], pprobs(pairs), facet_probs(fmodel, top), RELATIONS, surface
+                )
             )
         return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
 
@@ -526,6 +562,8 @@ def train_relations(
         risk_sd=rsd,
         risk_high=np.float32(high),
         risk_medium=np.float32(high / 2),
+        risk_high_cluster=np.float32(high_cluster),
+        risk_medium_cluster=np.float32(high_cluster / 2),
         facet_w=facet_w,
         facet_b=facet_b,
         facet_mu=fmu,
@@ -545,6 +583,7 @@ def train_relations(
         "pair_model": {
             "kind": "multinomial logistic regression, balanced classes",
             "C": pair_c,
+            "surface_scale": surface_scale,
             "train_pairs": len(train.pairs),
             "train_derived_pairs": sum(e.derived for e in train.pairs),
             "dev_pairs": len(held.pairs),
@@ -563,7 +602,7 @@ def train_relations(
         },
         "situation_model": situation_card,
         "risk_model": {
-            "kind": "logistic regression (query, mean and max memory embedding), balanced",
+            "kind": "logistic regression (query and nearest memory embedding), balanced",
             "C": risk_c,
             "train_examples": len(train.risks),
             "dev_examples": len(held.risks),
@@ -572,6 +611,9 @@ def train_relations(
             "medium_threshold": high / 2,
             "dev_high_recall": caught,
             "dev_false_high_rate": false_high,
+            "cluster_high_threshold": high_cluster,
+            "cluster_dev_high_recall": caught_cluster,
+            "cluster_dev_false_high_rate": false_high_cluster,
         },
     }
     out.with_suffix(".json").write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from caap._embeddings import Embedder
+from caap._embeddings import DEFAULT_MODEL, Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
@@ -142,6 +142,10 @@ class Analysis:
     risk_categories: list[str] = field(default_factory=list)
     risk_confidence: float = 1.0
     """How sure the relation layer is of ``risk``."""
+    guard_risk: RiskTier | None = None
+    """A second risk reading only the commit guard heeds: under the ``rules`` layer, the shipped
+    risk model's (the keyword cues miss high stakes phrased in other words); ``None`` when
+    there is none. It never changes what the backbone decides, only whether a commit stands."""
     timeline: TemporalReading | None = None
     settled_side: str | None = None
     """The side the query itself names (a CPC context it states), if any."""
@@ -341,6 +345,10 @@ def analyze(
         # The guard's risk is the highest reading available: the offline cues read it too.
         rules_tier = _rules_layer(config).risk(query, [filled[i].text for i in relevant]).tier
         tier = max_risk(tier, rules_tier)
+    guard_risk = None
+    fitted = _fitted_risk_layer(embedder) if layer.name == "rules" else None
+    if fitted is not None:
+        guard_risk = fitted.risk(query, _risk_texts(fitted, filled, relevant, near)).tier
     by_nearness = sorted(filled, key=lambda i: -sims[i])
     situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
     attributed: dict[str, float] = {}
@@ -360,6 +368,7 @@ def analyze(
         risk=tier,
         risk_categories=list(verdict.categories),
         risk_confidence=verdict.confidence,
+        guard_risk=guard_risk,
         timeline=timeline,
         settled_side=_settled_side(cluster, query, set(view.subject)) if cluster else None,
         resolution=resolution,
@@ -523,6 +532,30 @@ def _rules_layer(config: GraphConfig | None) -> RelationLayer:
         _RULES.clear()
         _RULES[key] = resolve_relations("rules", config=config or GraphConfig())
     return _RULES[key]
+
+
+_FITTED: dict[int, RelationLayer | None] = {}
+
+
+def _fitted_risk_layer(embedder: Embedder) -> RelationLayer | None:
+    """The shipped ``learned`` layer as a risk reader over ``embedder``, when that is the
+    embedding model its weights were trained on (``None`` for any other embedder, or when the
+    weights cannot be read: its risk model reads that model's vectors and nothing else)."""
+    key = id(embedder)
+    if key not in _FITTED:
+        layer: RelationLayer | None = None
+        if getattr(embedder, "model_name", None) == DEFAULT_MODEL:
+            from caap.conflict_graph._relations_learned import LearnedRelations
+
+            try:
+                candidate = LearnedRelations(embedder=embedder)
+            except (OSError, ValueError):
+                candidate = None
+            if candidate is not None and candidate.card.get("embedder") == DEFAULT_MODEL:
+                layer = candidate
+        _FITTED.clear()
+        _FITTED[key] = layer
+    return _FITTED[key]
 
 
 _ORDER = {RiskTier.LOW: 0, RiskTier.MEDIUM: 1, RiskTier.HIGH: 2}

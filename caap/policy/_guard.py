@@ -157,9 +157,13 @@ def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
             f"risk raised from {decision.risk.value} to {risk.value}: a backbone cannot lower "
             "the risk the analysis found"
         )
-    if risk is RiskTier.HIGH and decision.action is Action.COMMIT:
+    held_to = max_risk(risk, analysis.guard_risk or risk)
+    if held_to is RiskTier.HIGH and decision.action is Action.COMMIT:
         reason = _why_not(decision, analysis)
         if reason is not None:
+            if risk is not RiskTier.HIGH:
+                update["risk"] = RiskTier.HIGH
+                notes.append("the risk model reads this as high stakes")
             update["action"] = Action.VERIFY
             if not decision.missing_information:
                 update["missing_information"] = (

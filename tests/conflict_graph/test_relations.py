@@ -233,3 +233,42 @@ def test_learned_layer_rejects_incomplete_weights(tmp_path: Path, embedder: obje
     np.savez(bad, pair_w=np.zeros((3, 7)))
     with pytest.raises(ValueError, match="lack arrays"):
         get_relation_layer("learned", weights=bad, embedder=embedder)
+
+
+def test_learned_layer_rejects_weights_of_another_feature_layout(
+    tmp_path: Path, embedder: object
+) -> None:
+    from caap.conflict_graph._relations_learned import default_weights_path
+
+    with np.load(default_weights_path()) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["pair_mu"] = arrays["pair_mu"][:-7]  # as written before the surface comparisons
+    old = tmp_path / "old.npz"
+    np.savez(old, **arrays)
+    with pytest.raises(ValueError, match=r"pair features.*retrain"):
+        get_relation_layer("learned", weights=old, embedder=embedder)
+
+
+def test_pair_surface_reads_one_value_in_two_wordings() -> None:
+    from caap.conflict_graph._relations_features import N_PAIR_SURFACE, pair_surface
+
+    texts_a = ["The tenancy sets my share at £475 a month.", "Training starts at 19:00."]
+    texts_b = ["My standing order is 475.00 each month.", "The website says 20:00."]
+    v = np.eye(2, 4, dtype=np.float32)  # orthogonal: cosine 0, no near-duplicate
+    out = pair_surface(v, v[::-1].copy(), texts_a, texts_b)
+    assert out.shape == (2, N_PAIR_SURFACE)
+    cos, near_dup, _, _, share_value, same_values, no_shared_value = out[0]
+    assert cos == 0.0 and near_dup == 0.0
+    assert (share_value, same_values, no_shared_value) == (1.0, 1.0, 0.0)  # 475 == 475.00
+    assert tuple(out[1][4:]) == (0.0, 0.0, 1.0)  # two different clock times
+
+
+def test_learned_risk_reads_the_query_not_a_sensitive_memory_nearby(embedder: object) -> None:
+    layer = get_relation_layer("learned", embedder=embedder)
+    memories = [
+        "Ethan orders a flat white with oat milk at the cafe near the hospital.",
+        "Ethan always asks for oat milk because dairy upsets his stomach.",
+        "Maya's clinic record lists ibuprofen as contraindicated for her.",
+    ]
+    assert layer.risk("What's my usual coffee order?", memories).tier is not RiskTier.HIGH
+    assert layer.risk("Can I give Maya ibuprofen tonight?", memories).tier is RiskTier.HIGH

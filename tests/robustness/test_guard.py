@@ -155,3 +155,39 @@ def test_a_situation_reading_short_of_agreement_blocks_the_commit() -> None:
     assert out.action is Action.VERIFY and "agreement 0.40" in out.rationale
     sure = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
     assert apply_guard(_commit_on("a"), _analysis({"a": 0.1}, sure)).action is Action.COMMIT
+
+
+def test_a_second_risk_reading_high_holds_a_commit_to_the_high_stakes_rule() -> None:
+    # The relation layer read low stakes; the risk model the guard also heeds reads high.
+    low = _analysis({"a": 0.1, "b": 0.8})
+    low.risk = RiskTier.LOW
+    commit = _commit_on("a", "b").model_copy(update={"risk": RiskTier.LOW})
+    assert apply_guard(commit, low).action is Action.COMMIT
+    low.guard_risk = RiskTier.HIGH
+    out = apply_guard(commit, low)
+    assert out.action is Action.VERIFY and out.risk is RiskTier.HIGH and guarded(out)
+    assert "risk model reads this as high stakes" in out.rationale
+    # It only ever stops a commit without positive evidence: a first-hand, undisputed one stands.
+    assert apply_guard(commit.model_copy(update={"evidence": {"answer": ["a"]}}), low).action is (
+        Action.COMMIT
+    )
+    # And it never raises what the backbone decides when it does not commit.
+    ask = commit.model_copy(update={"action": Action.CLARIFY})
+    assert apply_guard(ask, low) == ask
+
+
+def test_the_rules_layer_is_guarded_by_the_shipped_risk_model(embedder: Any) -> None:
+    from caap.policy._analysis import analyze
+
+    mems = [Memory(id=f"m{i}", text=t, user_id="u") for i, t in enumerate(MEDICATION)]
+    rules = analyze(mems, MED_QUERY, embedder, relations="rules")
+    assert rules.guard_risk is RiskTier.HIGH
+    calm = analyze(
+        [Memory(id="c", text="I usually order a flat white with oat milk.", user_id="u")],
+        "What's my usual coffee order?",
+        embedder,
+        relations="rules",
+    )
+    assert calm.guard_risk is RiskTier.LOW
+    # A layer with a risk model of its own needs no second reading.
+    assert analyze(mems, MED_QUERY, embedder, relations="learned").guard_risk is None
