@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
@@ -24,24 +23,55 @@ CENTRE_WEIGHT = 1.0
 TOPIC_TOP = 2
 
 
-def _units(graph: ConflictGraph, query: Vector) -> list[tuple[float, list[str], Vector | None]]:
-    """Topics and the other aspects, each as ``(score, member ids, centre)``, best first."""
-    units: list[tuple[float, list[str], Vector | None]] = []
-    for topic, score in graph.topics.score_topics(query, top=TOPIC_TOP):
-        ids = [m for s in graph.topics.topic_segments(topic) for m in s.members if m in graph]
-        if ids:
-            units.append((score, ids, graph.topics.topic_centroid(topic)))
+def _units(graph: ConflictGraph, query: Vector) -> list[tuple[float, str, bool]]:
+    """Topics and the other aspects, each as ``(score, label, is_topic)``, best first.
+
+    Only scores are computed here; a unit's members and centre are read when the budget
+    reaches it (:func:`_members`), so a query reads the few best topics, not all of them.
+    """
+    units: list[tuple[float, str, bool]] = [
+        (score, topic, True) for topic, score in graph.topics.score_topics(query, top=TOPIC_TOP)
+    ]
     # Memories outside topic formation (caller aspects, non-conversational input): their
-    # aspects are units too, scored the same way by their members.
-    in_topics = {m for _, ids, _ in units for m in ids}
+    # aspects are units too, scored the same way by their members. A memory in topic
+    # formation has its topic as its aspect, so an aspect named like a topic is one.
+    topics = {label for _, label, _ in units}
     for aspect in graph.aspects():
-        ids = [m for m in graph.aspect_members(aspect) if m not in in_topics]
-        if not ids:
+        if aspect in topics:
             continue
+        ids = graph.aspect_members(aspect)
         sims = np.sort(graph.vectors(ids) @ query)[::-1][:TOPIC_TOP]
-        units.append((float(sims.mean()), ids, None))
+        units.append((float(sims.mean()), aspect, False))
     units.sort(key=lambda u: -u[0])
     return units
+
+
+def _members(graph: ConflictGraph, label: str, is_topic: bool) -> tuple[list[str], Vector | None]:
+    """A unit's member ids and, for a topic, its centre."""
+    if not is_topic:
+        return graph.aspect_members(label), None
+    ids = [m for s in graph.topics.topic_segments(label) for m in s.members if m in graph]
+    return ids, graph.topics.topic_centroid(label)
+
+
+def _component(graph: ConflictGraph, start: str, skip: dict[str, float], limit: int) -> list[str]:
+    """The conflict cluster (connected memories) of ``start`` without those in ``skip``, or
+    ``[]`` when it holds more than ``limit`` of them (the walk stops there)."""
+    adj = graph.g.adj
+    seen = {start}
+    frontier = [start]
+    count = 0 if start in skip else 1
+    while frontier:
+        node = frontier.pop()
+        for nbr in adj[node]:
+            if nbr not in seen:
+                seen.add(nbr)
+                frontier.append(nbr)
+                if nbr not in skip:
+                    count += 1
+                    if count > limit:
+                        return []
+    return [c for c in seen if c not in skip]
 
 
 def budgeted(
@@ -51,9 +81,12 @@ def budgeted(
     the aspects they fill (topics first)."""
     chosen: dict[str, float] = {}
     aspects: list[str] = []
-    for _, ids, centre in _units(graph, query):
+    for _, label, is_topic in _units(graph, query):
         if len(chosen) >= budget:
             break
+        ids, centre = _members(graph, label, is_topic)
+        if not ids:
+            continue
         vecs = graph.vectors(ids)
         qs = vecs @ query
         rank = qs + (CENTRE_WEIGHT * (vecs @ centre) if centre is not None else 0.0)
@@ -67,8 +100,8 @@ def budgeted(
             group = [mid]
             if graph.g.degree(mid):
                 # The conflict cluster this member sits in comes whole when it fits.
-                comp = [c for c in nx.node_connected_component(graph.g, mid) if c not in chosen]
-                if len(comp) <= budget - len(chosen):
+                comp = _component(graph, mid, chosen, budget - len(chosen))
+                if comp:
                     rest = [c for c in comp if c != mid]
                     rest_sims = graph.vectors(rest) @ query if rest else np.zeros(0)
                     order = np.argsort(-rest_sims, kind="stable")

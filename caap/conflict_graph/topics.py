@@ -142,11 +142,12 @@ class TopicModel:
         """Topics ranked for a query vector: the mean of their ``top`` best segment similarities."""
         if not self.segments:
             return []
-        sims = self._centroids() @ query
+        sims = (self._centroids() @ query).tolist()
+        live = self._live.tolist()
         by_topic: dict[str, list[float]] = {}
         for sid, row in self._row.items():
-            if self._live[row]:
-                by_topic.setdefault(self.segments[sid].topic, []).append(float(sims[row]))
+            if live[row]:
+                by_topic.setdefault(self.segments[sid].topic, []).append(sims[row])
         scored = []
         for t, vals in by_topic.items():
             vals.sort(reverse=True)
