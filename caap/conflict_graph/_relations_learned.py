@@ -29,10 +29,10 @@ import numpy.typing as npt
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
+    N_PAIR_SURFACE,
     SITUATION_K,
     SITUATIONS,
     pair_features,
-    pair_surface,
     risk_features,
     situation_features,
     text_features,
@@ -212,8 +212,16 @@ class LearnedRelations:
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> Array:
         """Relation probabilities (rows in :data:`RELATIONS` order) for pairs of texts."""
+        return self._pair_reading(pairs)[0]
+
+    def _pair_reading(self, pairs: Sequence[tuple[str, str]]) -> tuple[Array, Array]:
+        """The pair model's probabilities and the pairs' surface comparisons (the last
+        :data:`N_PAIR_SURFACE` columns of its input), from one feature computation."""
         if not pairs:
-            return np.zeros((0, len(RELATIONS)), dtype=np.float32)
+            return (
+                np.zeros((0, len(RELATIONS)), dtype=np.float32),
+                np.zeros((0, N_PAIR_SURFACE), dtype=np.float32),
+            )
         ta, tb = [a for a, _ in pairs], [b for _, b in pairs]
         x = pair_features(
             self._embed(ta),
@@ -224,7 +232,7 @@ class LearnedRelations:
             self.facet_probabilities(tb),
         )
         z = ((x - self._w["pair_mu"]) / self._w["pair_sd"]) @ self._w["pair_w"]
-        return _softmax(z + self._w["pair_b"])
+        return _softmax(z + self._w["pair_b"]), x[:, -N_PAIR_SURFACE:]
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         """One verdict per pair from the pair model (one batched forward pass)."""
@@ -291,15 +299,9 @@ class LearnedRelations:
         order = np.argsort(-sims, kind="stable")[:SITUATION_K]
         top = [texts[int(j)] for j in order]
         pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
-        va = self._embed([a for a, _ in pairs])
-        vb = self._embed([b for _, b in pairs])
-        surface = pair_surface(va, vb, [a for a, _ in pairs], [b for _, b in pairs])
+        pair_probs, surface = self._pair_reading(pairs)
         x = situation_features(
-            sims[order],
-            self.probabilities(pairs),
-            self.facet_probabilities(top),
-            RELATIONS,
-            surface,
+            sims[order], pair_probs, self.facet_probabilities(top), RELATIONS, surface
         )
         z = ((x - self._w["sit_mu"]) / self._w["sit_sd"]) @ self._w["sit_w"] + self._w["sit_b"]
         p = _softmax(z.reshape(1, -1).astype(np.float32))[0]
