@@ -114,10 +114,22 @@ class _PairSims:
         a, b = self._pos.get(key[0]), self._pos.get(key[1])
         if a is None or b is None:
             return default
+        return float(self._matrix()[a, b])
+
+    def _matrix(self) -> npt.NDArray[np.float32]:
         if self._mat is None:
             vecs = self._graph._vecs[np.array(self._rows, dtype=np.int64)]
             self._mat = vecs @ vecs.T
-        return float(self._mat[a, b])
+        return self._mat
+
+    def matrix(self, ids: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The similarities among ``ids`` as a matrix, in that order (0 for an id not in this
+        set, as :meth:`get` gives its default)."""
+        known = [n for n, i in enumerate(ids) if i in self._pos]
+        pos = np.array([self._pos[ids[n]] for n in known], dtype=np.int64)
+        out: npt.NDArray[np.float32] = np.zeros((len(ids), len(ids)), dtype=np.float32)
+        out[np.ix_(known, known)] = self._matrix()[np.ix_(pos, pos)]
+        return out
 
 
 class ConflictGraph:
@@ -171,6 +183,9 @@ class ConflictGraph:
         self.g: nx.MultiGraph = nx.MultiGraph()
         self._mem: dict[str, Memory] = {}
         self._ext: dict[str, Extraction] = {}
+        # A memory's node (text, source, time, facets) never changes once it is placed (only
+        # its aspect does, which a node does not carry): built once, read on every write.
+        self._nodes: dict[str, Node] = {}
         self._ids: list[str] = []
         self._by_aspect: dict[str, list[str]] = {}
         self._vecs: Vector = np.zeros((0, embedder.dimension), dtype=np.float32)
@@ -406,6 +421,7 @@ class ConflictGraph:
                     del entries[at]
         self.topics.remove(memory_id, self._vecs[self._row[memory_id]])
         del self._mem[memory_id]
+        self._nodes.pop(memory_id, None)
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
         self.g.remove_node(memory_id)
@@ -532,6 +548,7 @@ class ConflictGraph:
 
     def _insert(self, memory: Memory, vector: Vector) -> None:
         self._mem[memory.id] = memory
+        self._nodes.pop(memory.id, None)
         self._ids.append(memory.id)
         if memory.aspect:
             self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
@@ -798,11 +815,14 @@ class ConflictGraph:
         return label
 
     def _node(self, memory_id: str) -> Node:
-        m = self._mem[memory_id]
-        ext = self._ext[memory_id]
-        when = m.observed_at
-        order = when.timestamp() if when else m.created_at.timestamp()
-        return Node(m.id, m.text, m.source, m.context, when, order, ext)
+        node = self._nodes.get(memory_id)
+        if node is None:
+            m = self._mem[memory_id]
+            when = m.observed_at
+            order = when.timestamp() if when else m.created_at.timestamp()
+            node = Node(m.id, m.text, m.source, m.context, when, order, self._ext[memory_id])
+            self._nodes[memory_id] = node
+        return node
 
     def _read_facets(self, texts: Sequence[str]) -> list[Extraction]:
         """Facets of new texts: the caller's extractor if one was given, else the layer's."""

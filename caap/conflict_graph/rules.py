@@ -12,6 +12,9 @@ from datetime import datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.models import ConflictEdge, ConflictType, EdgeKind, RiskTier
@@ -93,7 +96,7 @@ class GraphConfig:
     """A pair relation becomes an edge when the layer's confidence in it reaches this."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Node:
     """A memory as the rules see it: facets, time and its topic vector's id."""
 
@@ -192,6 +195,27 @@ class PairSimilarity(Protocol):
     def get(self, key: tuple[str, str], default: float = ..., /) -> float: ...
 
 
+def _matrix(
+    nodes: Sequence[Node], sim: PairSimilarity | Mapping[tuple[str, str], float]
+) -> npt.NDArray[np.float64]:
+    """Pairwise value similarities of ``nodes`` (0 where ``sim`` has no entry), as one matrix.
+
+    A lookup that can hand over its matrix (``matrix(ids)``) does so; anything else is read
+    pair by pair.
+    """
+    ids = [n.id for n in nodes]
+    whole = getattr(sim, "matrix", None)
+    if whole is not None:
+        out: npt.NDArray[np.float64] = np.asarray(whole(ids), dtype=np.float64)
+        return out
+    m = np.zeros((len(ids), len(ids)), dtype=np.float64)
+    for i, a in enumerate(ids):
+        for j, b in enumerate(ids):
+            if i != j:
+                m[i, j] = float(sim.get((a, b), 0.0))
+    return m
+
+
 def read_timeline(
     nodes: Sequence[Node], sim: PairSimilarity | Mapping[tuple[str, str], float], cfg: GraphConfig
 ) -> TemporalReading:
@@ -208,21 +232,20 @@ def read_timeline(
     dated = dated[-cfg.timeline_window :]
     if len(dated) < 2:
         return TemporalReading()
+    sims = _matrix(dated, sim)
+    # near[c, j]: the best similarity of node j to any member m of phase class c so far,
+    # read as sim[(j, m)].
+    near = np.empty((0, len(dated)), dtype=np.float64)
     classes: list[list[Node]] = []
     label_of: dict[str, int] = {}
     for pos, n in enumerate(dated):
         best, best_sim = -1, -1.0
-        for i, members in enumerate(classes):
-            s = max(sim.get((n.id, m.id), 0.0) for m in members)
-            if s > best_sim:
-                best, best_sim = i, s
+        if classes:
+            best = int(np.argmax(near[:, pos]))
+            best_sim = float(near[best, pos])
         prev = label_of[dated[pos - 1].id] if label_of else None
         if n.extraction.returns and classes:
-            earlier = [
-                (max(sim.get((n.id, m.id), 0.0) for m in members), i)
-                for i, members in enumerate(classes)
-                if i != prev
-            ]
+            earlier = [(float(near[i, pos]), i) for i in range(len(classes)) if i != prev]
             if earlier:
                 s, i = max(earlier)
                 if s >= cfg.return_phase:
@@ -235,9 +258,11 @@ def read_timeline(
         ):
             classes[best].append(n)
             label_of[n.id] = best
+            np.maximum(near[best], sims[:, pos], out=near[best])
         else:
             classes.append([n])
             label_of[n.id] = len(classes) - 1
+            near = np.vstack([near, sims[:, pos][None, :]])
     runs: list[list[Node]] = []
     for n in dated:
         if runs and label_of[runs[-1][-1].id] == label_of[n.id]:

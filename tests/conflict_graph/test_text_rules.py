@@ -140,6 +140,30 @@ def test_timeline_single_change_is_supersession() -> None:
     assert edge.invalid_at == _dt(2025, 1)
 
 
+class _MatrixSims:
+    """A similarity lookup that hands over its whole matrix (as the graph's does)."""
+
+    def __init__(self, sims: dict[tuple[str, str], float]) -> None:
+        self._sims = sims
+
+    def get(self, key: tuple[str, str], default: float = 0.0) -> float:
+        return self._sims.get(key, default)
+
+    def matrix(self, ids: list[str]) -> list[list[float]]:
+        return [[self._sims.get((a, b), 0.0) for b in ids] for a in ids]
+
+
+def test_timeline_reads_the_same_from_a_matrix_as_pair_by_pair() -> None:
+    # Phases A B A C with a return: the grouping must match whichever way sims are read.
+    groups = {"p1": "A", "p2": "B", "p3": "A", "p4": "C", "p5": "B"}
+    nodes = [_node(i, when=_dt(2025, n + 1)) for n, i in enumerate(groups)]
+    sims = _sims(groups)
+    by_pair = read_timeline(nodes, sims, GraphConfig())
+    by_matrix = read_timeline(nodes, _MatrixSims(sims), GraphConfig())
+    assert by_matrix == by_pair
+    assert [p.label for p in by_matrix.phases] == [0, 1, 0, 2, 1]
+
+
 def test_timeline_without_dates_says_nothing() -> None:
     assert read_timeline([_node("a"), _node("b")], {}, GraphConfig()).edges == ()
 
