@@ -431,25 +431,27 @@ class Agent(Mem0Api):
         policy = self.policy
         with self._lock:
             graph = self._graph(user_id)
-            # Reuse the value vectors the graph stored: only the query is embedded again.
-            ids = [m.id for m in recall.memories if m.id in graph]
-            vectors = {i: graph.vector(i) for i in ids}
-            parsed = {i: graph.extraction(i) for i in ids}
             analyze = partial(
                 policy.analyze,
                 recall.memories,
                 query,
-                vectors=vectors,
-                extractions=parsed,
                 reliability=self._reliability_model(user_id),
             )
             analysis = None
-            if len(ids) == len(recall.memories):
-                # The policy reads this graph's clusters, edges and facets over the recalled
-                # memories (under the lock: nothing changes it meanwhile) instead of placing
-                # and typing them again in a graph of its own.
+            if all(m.id in graph for m in recall.memories):
+                # The policy reads this graph's clusters, edges, facets and vectors over the
+                # recalled memories (under the lock: nothing changes it meanwhile) instead of
+                # placing and typing them again in a graph of its own.
                 with phase("policy"):
                     analysis = analyze(graph=graph)
+            else:
+                # Reuse the value vectors the graph stored: only the rest is embedded.
+                ids = [m.id for m in recall.memories if m.id in graph]
+                analyze = partial(
+                    analyze,
+                    vectors={i: graph.vector(i) for i in ids},
+                    extractions={i: graph.extraction(i) for i in ids},
+                )
         with phase("policy"):
             if analysis is None:
                 analysis = analyze()

@@ -260,11 +260,17 @@ def analyze(
         by_id[m.id] = m
     if not by_id:
         return Analysis(query, {}, None, [], {})
+    # A graph holding every memory lends its vectors and parsed facets (one array lookup, no
+    # per-memory mapping built by the caller).
+    held = graph is not None and all(i in graph for i in by_id)
     if len(by_id) > max_memories:
         # A very large recall (a broad cluster) is cut to the memories nearest the query
         # before any graph work, so answering stays cheap however much was recalled.
         all_ids = list(by_id)
-        if vectors is not None and all(i in vectors for i in all_ids):
+        if held and vectors is None:
+            assert graph is not None
+            mat = graph.vectors(all_ids)
+        elif vectors is not None and all(i in vectors for i in all_ids):
             mat = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in all_ids])
         else:
             mat = embedder.encode([by_id[i].text for i in all_ids])
@@ -280,6 +286,9 @@ def analyze(
     if graph is not None and _reusable(graph, layer, by_id):
         view: _GraphLike = _Restricted(graph, list(by_id))
     else:
+        if held and graph is not None:
+            vectors = vectors or {i: graph.vector(i) for i in by_id}
+            extractions = extractions or {i: graph.extraction(i) for i in by_id}
         view = _ephemeral_graph(
             by_id, user, embedder, config, dependencies, layer, vectors, extractions
         )
