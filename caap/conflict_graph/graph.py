@@ -486,7 +486,12 @@ class ConflictGraph:
                     [e for e in edges if e.kind is not EdgeKind.CONTEXT_PARTITION], named
                 )
         mems = [self._mem[i] for i in ids]
-        risk = self.relations.risk("", [m.text for m in mems]).tier
+        # Risk only tiers a conflict (a cluster without one is LOW): not read otherwise.
+        risk = (
+            self.relations.risk("", [m.text for m in mems]).tier
+            if ctype is not ConflictType.NONE
+            else RiskTier.LOW
+        )
         sides: dict[str, list[str]] = {}
         reversal_count = 0
         durations: list[str] = []
@@ -526,7 +531,7 @@ class ConflictGraph:
             reversal_count=reversal_count,
             phase_durations=durations,
             source_count=len(sources),
-            risk=risk if ctype is not ConflictType.NONE else RiskTier.LOW,
+            risk=risk,
         )
 
     def clusters(self, *, conflicts_only: bool = True) -> list[ConflictCluster]:
