@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from caap._blas import one_blas_thread
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
 from caap._mem0_api import Mem0Api
 from caap._timing import phase
@@ -415,8 +416,10 @@ class Agent(Mem0Api):
         """At most ``budget`` memories: the best topics' members, clusters kept whole."""
         if not len(graph):
             return Recall(query=query)
-        picked, aspects = budgeted(graph, self.embedder.encode_one(query), budget)
-        clusters = [c for c in (graph.cluster(a) for a in aspects) if c.has_conflict]
+        query_vector = self.embedder.encode_one(query)
+        with one_blas_thread():
+            picked, aspects = budgeted(graph, query_vector, budget)
+            clusters = [c for c in (graph.cluster(a) for a in aspects) if c.has_conflict]
         return Recall(
             query=query,
             memories=[graph.memory(i) for i, _ in picked],

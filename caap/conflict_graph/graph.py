@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
+from caap._blas import single_blas_thread
 from caap._embeddings import Embedder
 from caap._timing import phase
 from caap.conflict_graph import _text
@@ -255,6 +256,7 @@ class ConflictGraph:
         """The ``k`` memories whose values are nearest ``vector``, with similarities."""
         return self._neighbours(vector, k)
 
+    @single_blas_thread
     def expand(
         self, hit_ids: Sequence[str], query_vector: Vector, *, limit: int | None = None
     ) -> tuple[list[tuple[str, float]], list[ConflictCluster]]:
@@ -323,6 +325,7 @@ class ConflictGraph:
         """Add one memory: fill facets, place it in an aspect, type its edges."""
         return self.add_many([memory], vectors=None if vector is None else vector[None, :])[0]
 
+    @single_blas_thread
     def add_many(
         self,
         memories: Sequence[Memory],
@@ -402,6 +405,7 @@ class ConflictGraph:
         for e in edges:
             self._put_edge(e)
 
+    @single_blas_thread
     def remove(self, memory_id: str) -> list[ConflictEdge]:
         """Take a memory out; its edges are closed, not deleted. Returns the closed edges."""
         if memory_id not in self._mem:
@@ -444,6 +448,7 @@ class ConflictGraph:
         self._clusters[aspect] = (gen, cluster)
         return cluster
 
+    @single_blas_thread
     def cluster_over(self, ids: Sequence[str], aspect: str) -> ConflictCluster:
         """Cluster features over any set of memory ids (e.g. several aspects a query spans)."""
         ids = [i for i in ids if i in self._mem]

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from caap._blas import single_blas_thread
 from caap._embeddings import DEFAULT_MODEL, Embedder
 from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
@@ -218,6 +219,7 @@ def _settled_side(cluster: ConflictCluster, query: str, subject: set[str]) -> st
     return named[0] if len(named) == 1 else None
 
 
+@single_blas_thread
 def analyze(
     memories: Sequence[Memory],
     query: str,
