@@ -705,7 +705,15 @@ class ConflictGraph:
     def _apply_moves(self, moves: Sequence[TopicMove]) -> list[Memory]:
         """Move memories between topics (their inferred aspect) after a topic change."""
         out: list[Memory] = []
+        # A re-clustering moves many segments between the same two topics one after another:
+        # each topic's tables are rebuilt once per run of such moves, not once per segment.
+        runs: list[TopicMove] = []
         for mv in moves:
+            if runs and (runs[-1].old, runs[-1].new) == (mv.old, mv.new):
+                runs[-1] = TopicMove([*runs[-1].memory_ids, *mv.memory_ids], mv.old, mv.new)
+            else:
+                runs.append(mv)
+        for mv in runs:
             ids = [i for i in mv.memory_ids if i in self._mem and self._mem[i].aspect == mv.old]
             if not ids or mv.old == mv.new:
                 continue
@@ -723,8 +731,12 @@ class ConflictGraph:
             self._windows.pop(mv.new, None)
             kept_ids = [i for i in self._by_aspect.get(mv.old, []) if i not in moving]
             self._by_aspect[mv.old] = kept_ids
-            self._by_aspect[mv.new] = sorted(
-                self._by_aspect.get(mv.new, []) + ids, key=lambda i: self._row[i]
+            self._by_aspect[mv.new] = list(
+                heapq.merge(
+                    self._by_aspect.get(mv.new, []),
+                    sorted(ids, key=self._row.__getitem__),
+                    key=self._row.__getitem__,
+                )
             )
             self._touch(mv.old)
             self._touch(mv.new)

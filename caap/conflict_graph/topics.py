@@ -269,7 +269,10 @@ class TopicModel:
     def _vote(self, seg: Segment) -> str | None:
         """The topic of the segment's nearest other segments, weighted by similarity."""
         cfg = self.config
-        sims = self._centroids() @ self._cent[self._row[seg.id]]
+        n = len(self._order)
+        # Dead rows are masked after the product (no copy of every centroid per write).
+        sims = self._cent[:n] @ self._cent[self._row[seg.id]]
+        sims[~self._live[:n]] = -1.0
         sims[self._row[seg.id]] = -1.0
         k = min(cfg.neighbours, len(sims) - 1)
         if k <= 0:
@@ -312,9 +315,12 @@ class TopicModel:
         for j in range(len(newest)):
             for r in live_rows[np.argsort(-near[:, j])[: cfg.neighbours + 1]]:
                 topics.add(self.segments[self._order[int(r)]].topic)
-        in_topic = np.array(
-            [self.segments[self._order[int(r)]].topic in topics for r in live_rows], dtype=bool
-        )
+        # Rows of the touched topics, read off the topic index (not a scan of every segment).
+        touched = np.zeros(n, dtype=bool)
+        for t in topics:
+            for sid in self._by_topic.get(t, ()):
+                touched[self._row[sid]] = True
+        in_topic = touched[live_rows]
         # Members of the touched topics first, then by closeness to the newest segments.
         order = np.lexsort((-closeness, ~in_topic))
         region = [int(live_rows[i]) for i in order[: cfg.recluster_max]]
