@@ -354,11 +354,11 @@ class Agent(Mem0Api):
         Hits come first (best first), then the other members of their clusters ranked by
         similarity to the query, so one side of a conflict never arrives without the others.
 
-        With ``budget``, at most ``budget`` memories come back instead: the topics (or
-        aspects) best matching the query, each read whole or until the budget is spent, its
-        members ranked for the query and by how central they are to the topic, whether or not
-        the topic carries a conflict edge; a conflict cluster touched comes whole when it fits
-        in what is left. ``k`` is then unused.
+        With ``budget``, at most ``budget`` memories come back instead: the memories nearest
+        the query, then the members of the topics (or aspects) best matching it, ranked
+        together for the query and by how central they are to the best topic, whether or not a
+        topic carries a conflict edge; a conflict cluster touched comes whole when it fits in
+        what is left and holds at most a quarter of the budget. ``k`` is then unused.
         """
         check_text(query, "query", self.max_text_bytes, blank_ok=True)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:

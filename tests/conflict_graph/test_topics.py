@@ -157,3 +157,59 @@ def test_topics_persist_and_grow_after_reopening(tmp_path: Path, embedder: Any) 
         [new] = b.remember_many(_turns(GARDEN[:1], "2025-03-05"), "u")
         garden = {m.aspect for m in b.memories("u") if m.text in GARDEN}
         assert new.aspect in garden
+
+
+PASSPORT = "I renewed my passport at the embassy last week."
+
+
+def _edge(a: str, b: str) -> Any:
+    from caap.models import ConflictEdge, EdgeKind
+
+    return ConflictEdge(user_id="u", kind=EdgeKind.CONTEXT_PARTITION, source_id=a, target_id=b)
+
+
+def test_budgeted_recall_brings_the_other_side_of_a_small_conflict(agent: Agent) -> None:
+    agent.remember_many(_turns(COFFEE, "2025-03-01"), "u")
+    agent.remember_many(_turns(GARDEN, "2025-03-02"), "u")
+    agent.remember_many(_turns([PASSPORT], "2025-03-03"), "u")
+    by_text = {m.text: m.id for m in agent.memories("u")}
+    query = "How much coffee do I drink?"
+    graph = agent.graph("u")
+    assert not graph.g.degree(by_text[PASSPORT])
+    # Without an edge the passport memory, on another subject, stays out of a small bank.
+    assert by_text[PASSPORT] not in agent.recall(query, "u", budget=3).ids
+    # An edge between it and a coffee memory (as a relation layer would type one) pulls it in.
+    graph.load_edges([_edge(by_text[COFFEE[1]], by_text[PASSPORT])])
+    got = agent.recall(query, "u", budget=3).ids
+    assert {by_text[COFFEE[1]], by_text[PASSPORT]} <= set(got)
+    assert len(got) == 3
+
+
+MORE_COFFEE = [
+    "On weekends I make a big pot of coffee with my French press.",
+    "I buy my coffee beans from the roaster near the station.",
+    "A flat white is my usual order when I get coffee out.",
+]
+
+
+def test_budgeted_recall_does_not_let_a_large_cluster_crowd_out_the_bank(agent: Agent) -> None:
+    coffee = COFFEE + MORE_COFFEE
+    agent.remember_many(_turns(coffee, "2025-03-01"), "u")
+    agent.remember_many(_turns(GARDEN, "2025-03-02"), "u")
+    agent.remember_many(_turns([PASSPORT], "2025-03-03"), "u")
+    by_text = {m.text: m.id for m in agent.memories("u")}
+    query = "How much coffee do I drink?"
+    assert {by_text[c] for c in coffee} == set(agent.recall(query, "u", budget=5).ids)
+    # One coffee memory joined to three memories on other subjects: the cluster of four would
+    # fit in a budget of 5 but holds more than a quarter of it, so it is not forced in and the
+    # coffee memories keep their places.
+    others = [by_text[t] for t in [*GARDEN, PASSPORT]]
+    graph = agent.graph("u")
+    graph.load_edges([_edge(by_text[COFFEE[1]], o) for o in others])
+    assert graph.g.degree(by_text[COFFEE[1]]) == 3
+    assert {by_text[c] for c in coffee} == set(agent.recall(query, "u", budget=5).ids)
+    # With room for it (a budget of 16 allows clusters of four), the cluster comes whole: its
+    # other members follow the coffee memory at once, before the remaining coffee memories.
+    ids = agent.recall(query, "u", budget=16).ids
+    at = ids.index(by_text[COFFEE[1]])
+    assert set(ids[at + 1 : at + 4]) == set(others)

@@ -1,0 +1,64 @@
+"""FULL observability of budgeted recall, without the policy or the judge (issue 13).
+
+Stores every persona's dialogue through :class:`caap.benchmark.tracks.PipelineBank` exactly as
+``caap tangle run --track pipeline`` does, then for every instance and budget observes the bank
+of ``Agent.recall(query, user, budget=B)`` and of a plain backend search with ``k = B``.
+The counts equal the ``budget B: FULL search .., graph ..`` lines of the pipeline track, in a
+fraction of its time (no policy, no judge).
+
+    PYTHONPATH=$PWD python benchmark/budget_recall.py [--dataset PATH] [--interleave 3]
+        [--budgets 10,20,40] [--no-search]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from caap.benchmark.dataset import load_dataset
+from caap.benchmark.observability import observe
+from caap.benchmark.presentation import user_id_for
+from caap.benchmark.tracks import PipelineBank
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default=None, help="dataset file or folder (default: shipped)")
+    ap.add_argument("--interleave", type=int, default=0, help="mix this many sessions per talk")
+    ap.add_argument("--budgets", default="10,20,40", help="comma-separated recall budgets")
+    ap.add_argument("--no-search", action="store_true", help="skip the plain-search rows")
+    args = ap.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",")]
+    instances = load_dataset(args.dataset)
+    started = time.perf_counter()
+    graph = dict.fromkeys(budgets, 0)
+    search = dict.fromkeys(budgets, 0)
+    with PipelineBank(instances, interleave=args.interleave) as bank:
+        for inst in instances:
+            bank.ingest(inst.persona.id)
+            user = user_id_for(inst)
+            for b in budgets:
+                got = bank.agent.recall(inst.query, user, budget=b).memories
+                graph[b] += observe(inst, got, encoder=bank.encoder).level == "FULL"
+                if not args.no_search:
+                    hits = bank.agent.backend.search(inst.query, user, k=b)
+                    found = [h.memory for h in hits]
+                    search[b] += observe(inst, found, encoder=bank.encoder).level == "FULL"
+        agreement = bank.topic_agreement()
+    n = len(instances)
+    print(f"{n} instances, interleave {args.interleave}, {time.perf_counter() - started:.0f} s")
+    for b in budgets:
+        row = f"budget {b}: FULL graph {graph[b]}"
+        if not args.no_search:
+            row += f", plain search {search[b]}"
+        print(row + f" of {n}")
+    if agreement:
+        print(
+            f"topic agreement (adjusted Rand vs instances): median "
+            f"{statistics.median(agreement.values()):.2f}, min {min(agreement.values()):.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
