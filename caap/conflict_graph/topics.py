@@ -142,8 +142,10 @@ class TopicModel:
         """Topics ranked for a query vector: the mean of their ``top`` best segment similarities."""
         if not self.segments:
             return []
-        sims = (self._centroids() @ query).tolist()
-        live = self._live.tolist()
+        # Dead rows (emptied segments) are skipped below, not zeroed in a copy first.
+        n = len(self._order)
+        sims = (self._cent[:n] @ query).tolist()
+        live = self._live[:n].tolist()
         by_topic: dict[str, list[float]] = {}
         for sid, row in self._row.items():
             if live[row]:
@@ -261,11 +263,6 @@ class TopicModel:
         self._live[row] = True
         self.segments[seg.id] = seg
 
-    def _centroids(self) -> Vector:
-        n = len(self._order)
-        out: Vector = np.where(self._live[:n, None], self._cent[:n], 0.0).astype(np.float32)
-        return out
-
     def _vote(self, seg: Segment) -> str | None:
         """The topic of the segment's nearest other segments, weighted by similarity."""
         cfg = self.config
@@ -306,7 +303,7 @@ class TopicModel:
         if len(live_rows) < 3:
             return []
         newest = [int(r) for r in live_rows[-cfg.recluster_every :]]
-        cents = self._centroids()
+        cents = self._cent[:n]  # only live rows are read below
         # The region: the newest segments' topics and their nearest segments' topics, then
         # the segments nearest the newest ones, cut at recluster_max.
         near = cents[live_rows] @ cents[newest].T  # (live, newest)
