@@ -123,7 +123,7 @@ def _ranked(graph: ConflictGraph, query: Vector, budget: int) -> tuple[list[str]
     for _, label, is_topic in units:
         if reached >= REACH and len(ids) >= budget:
             break
-        members = [m for m in _members(graph, label, is_topic) if m in graph]
+        members = _members(graph, label, is_topic)
         if not members:
             continue
         ids += members
@@ -143,7 +143,13 @@ def _ranked(graph: ConflictGraph, query: Vector, budget: int) -> tuple[list[str]
     order = [ids[int(i)] for i in np.argsort(-score, kind="stable")]
     taken = set(head)
     ranked = head + [m for m in order if m not in taken]
-    out: Vector = (graph.vectors(ranked) @ query).astype(np.float32)
+    # Similarities already computed for the units' members; only head memories outside them
+    # are read again.
+    known = dict(zip(ids, sims.tolist(), strict=True))
+    outside = [m for m in head if m not in known]
+    if outside:
+        known.update(zip(outside, (graph.vectors(outside) @ query).tolist(), strict=True))
+    out: Vector = np.asarray([known[m] for m in ranked], dtype=np.float32)
     return ranked, out
 
 
