@@ -9,8 +9,8 @@ from caap.models import ConflictType, EdgeKind, Memory
 from tests.scenarios import BUDGET, DRINKING, MEDICATION, UNRELATED
 
 
-def _graph(embedder: Any, texts: list[str], user: str = "u") -> ConflictGraph:
-    g = ConflictGraph(user, embedder)
+def _graph(embedder: Any, texts: list[str], user: str = "u", **kw: Any) -> ConflictGraph:
+    g = ConflictGraph(user, embedder, **kw)
     g.add_many([Memory(text=t, user_id=user) for t in texts])
     return g
 
@@ -20,7 +20,8 @@ def _aspect_of(g: ConflictGraph, text: str) -> str | None:
 
 
 def test_context_rules_form_one_context_partition_cluster(embedder: Any) -> None:
-    g = _graph(embedder, DRINKING + UNRELATED)
+    # Tests the rules layer: these rules-tuned examples' exact clusters are its reading.
+    g = _graph(embedder, DRINKING + UNRELATED, relations="rules")
     aspects = {_aspect_of(g, t) for t in DRINKING}
     assert len(aspects) == 1
     (aspect,) = aspects
@@ -33,7 +34,8 @@ def test_context_rules_form_one_context_partition_cluster(embedder: Any) -> None
 
 
 def test_alternating_phases_form_an_oscillation_with_reversals(embedder: Any) -> None:
-    g = _graph(embedder, BUDGET + UNRELATED)
+    # Tests the rules layer: these rules-tuned examples' exact clusters are its reading.
+    g = _graph(embedder, BUDGET + UNRELATED, relations="rules")
     (aspect,) = {_aspect_of(g, t) for t in BUDGET}
     assert aspect is not None
     cluster = g.cluster(aspect)
@@ -44,7 +46,8 @@ def test_alternating_phases_form_an_oscillation_with_reversals(embedder: Any) ->
 
 
 def test_record_and_parent_form_a_source_contradiction(embedder: Any) -> None:
-    g = _graph(embedder, MEDICATION + UNRELATED)
+    # Tests the rules layer: these rules-tuned examples' exact clusters are its reading.
+    g = _graph(embedder, MEDICATION + UNRELATED, relations="rules")
     (aspect,) = {_aspect_of(g, t) for t in MEDICATION}
     assert aspect is not None
     cluster = g.cluster(aspect)
@@ -101,7 +104,8 @@ def test_graph_rejects_another_users_memory(embedder: Any) -> None:
 
 
 def test_cached_cluster_follows_every_write_and_removal(embedder: Any) -> None:
-    g = _graph(embedder, BUDGET[:1] + UNRELATED)
+    # Tests the rules layer: these rules-tuned examples' exact clusters are its reading.
+    g = _graph(embedder, BUDGET[:1] + UNRELATED, relations="rules")
     aspect = _aspect_of(g, BUDGET[0])
     assert aspect is not None
     before = g.cluster(aspect)
@@ -118,7 +122,8 @@ def test_cached_cluster_follows_every_write_and_removal(embedder: Any) -> None:
 
 
 def test_expand_returns_the_rest_of_a_hit_cluster_nearest_first(embedder: Any) -> None:
-    g = _graph(embedder, MEDICATION + UNRELATED)
+    # Tests the rules layer: these rules-tuned examples' exact clusters are its reading.
+    g = _graph(embedder, MEDICATION + UNRELATED, relations="rules")
     first = next(m for m in g.memories() if m.text == MEDICATION[0])
     query = embedder.encode_one("What dose should Maya take?")
     extra, clusters = g.expand([first.id], query)

@@ -39,7 +39,8 @@ def _pairs(g: ConflictGraph, kind: EdgeKind) -> set[tuple[str, str]]:
 
 
 def test_a_move_supersedes_the_old_home_which_stays_as_history(embedder: Any) -> None:
-    g = _graph(embedder, HISTORY)
+    # Tests the rules layer: the supersession it reads in this history.
+    g = _graph(embedder, HISTORY, relations="rules")
     assert ("pdx", "sea") in _pairs(g, EdgeKind.SUPERSEDES)
     v = g.validity("sea")
     assert v.superseded_by == ("pdx",) and v.invalid_at == _dt(2025, 2)
@@ -51,7 +52,8 @@ def test_a_move_supersedes_the_old_home_which_stays_as_history(embedder: Any) ->
 
 
 def test_an_injury_invalidates_the_bike_commute_and_nothing_unrelated(embedder: Any) -> None:
-    g = _graph(embedder, HISTORY)
+    # Tests the rules layer: the default dependency map proposes these edges only under it.
+    g = _graph(embedder, HISTORY, relations="rules")
     invalidated = _pairs(g, EdgeKind.PROPAGATED_INVALIDATION)
     assert ("leg", "bike") in invalidated
     # Music, communication and diet do not depend on a leg or a home.
@@ -66,7 +68,8 @@ def test_an_injury_invalidates_the_bike_commute_and_nothing_unrelated(embedder: 
 def test_a_later_observation_lifts_the_invalidation_and_keeps_the_closed_edge(
     embedder: Any,
 ) -> None:
-    g = _graph(embedder, HISTORY)
+    # Tests the rules layer: the default dependency map proposes these edges only under it.
+    g = _graph(embedder, HISTORY, relations="rules")
     result = g.add(
         Memory(
             id="back",
@@ -95,7 +98,8 @@ def test_the_dependency_map_is_the_only_way_one_aspect_invalidates_another(
 
 
 def test_oscillation_stays_an_oscillation(embedder: Any) -> None:
-    g = ConflictGraph("u", embedder)
+    # Tests the rules layer: the oscillation it reads in these rules-tuned examples.
+    g = ConflictGraph("u", embedder, relations="rules")
     g.add_many([Memory(user_id="u", text=t) for t in BUDGET])
     (aspect,) = {m.aspect for m in g.memories()}
     assert aspect is not None
@@ -107,10 +111,12 @@ def test_oscillation_stays_an_oscillation(embedder: Any) -> None:
 def test_agent_persists_stale_edges_and_recall_brings_the_change(
     embedder: Any, tmp_path: Path
 ) -> None:
-    with Agent(tmp_path / "a", embedder=embedder) as agent:
+    # Tests the rules layer: its supersession reading and the default dependency map, which
+    # proposes edges only under it.
+    with Agent(tmp_path / "a", embedder=embedder, relations="rules") as agent:
         for _, text, when in HISTORY:
             agent.remember(text, "u", observed_at=when)
-    with Agent(tmp_path / "a", embedder=embedder) as agent:
+    with Agent(tmp_path / "a", embedder=embedder, relations="rules") as agent:
         g = agent.graph("u")
         kinds = {e.kind for e in g.edges()}
         assert {EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION} <= kinds
@@ -133,8 +139,10 @@ def _classifier(reply: str | Exception) -> Any:
 
 
 def test_classifier_can_veto_a_proposed_edge_but_not_add_one(embedder: Any) -> None:
+    # Tests the rules layer: the classifier judges the edges its cues and the default
+    # dependency map propose.
     veto = _classifier('{"relation": "none", "certain": false, "reason": "unrelated"}')
-    g = _graph(embedder, HISTORY, classifier=veto)
+    g = _graph(embedder, HISTORY, classifier=veto, relations="rules")
     assert not _pairs(g, EdgeKind.PROPAGATED_INVALIDATION)
     assert not any(e.kind is EdgeKind.SUPERSEDES and e.source_id == "pdx" for e in g.edges())
     # Every question named both statements, older and newer.
@@ -144,9 +152,9 @@ def test_classifier_can_veto_a_proposed_edge_but_not_add_one(embedder: Any) -> N
     )
     # A "yes" on everything adds nothing the rules did not propose.
     yes = _classifier('{"relation": "propagated_invalidation", "certain": false, "reason": "r"}')
-    g2 = _graph(embedder, HISTORY, classifier=yes)
+    g2 = _graph(embedder, HISTORY, classifier=yes, relations="rules")
     assert _pairs(g2, EdgeKind.PROPAGATED_INVALIDATION) == _pairs(
-        _graph(embedder, HISTORY), EdgeKind.PROPAGATED_INVALIDATION
+        _graph(embedder, HISTORY, relations="rules"), EdgeKind.PROPAGATED_INVALIDATION
     )
     assert all(
         "confirmed by the classifier" in e.evidence
@@ -158,8 +166,9 @@ def test_classifier_can_veto_a_proposed_edge_but_not_add_one(embedder: Any) -> N
 def test_classifier_failure_keeps_the_rules_answer(embedder: Any) -> None:
     from caap.llm import LLMTimeout
 
+    # Tests the rules layer: its answer (the default dependency map's edge) is what is kept.
     broken = _classifier(LLMTimeout("no answer in 5 s"))
-    g = _graph(embedder, HISTORY, classifier=broken)
+    g = _graph(embedder, HISTORY, classifier=broken, relations="rules")
     edges = [e for e in g.edges() if e.kind is EdgeKind.PROPAGATED_INVALIDATION]
     assert ("leg", "bike") in {(e.source_id, e.target_id) for e in edges}
     assert all("classifier unavailable" in e.evidence for e in edges)
@@ -169,12 +178,15 @@ def test_classifier_failure_keeps_the_rules_answer(embedder: Any) -> None:
 def test_agent_hands_its_dependency_map_to_graph_and_policy(embedder: Any, tmp_path: Path) -> None:
     rows = [r for r in HISTORY if r[0] in ("bike", "bass", "leg")]
     query = "Since I ride my bike to work every day, plan my bike maintenance for next month."
-    with Agent(tmp_path / "d", embedder=embedder) as agent:
+    # Tests the rules layer: only it applies the default dependency map unasked.
+    with Agent(tmp_path / "d", embedder=embedder, relations="rules") as agent:
         for _, text, when in rows:
             agent.remember(text, "u", observed_at=when)
         linked = agent.respond(query, "u")
     no_injury = DependencyMap({"residence": ["commute"]})
-    with Agent(tmp_path / "n", embedder=embedder, dependencies=no_injury) as agent:
+    with Agent(
+        tmp_path / "n", embedder=embedder, dependencies=no_injury, relations="rules"
+    ) as agent:
         for _, text, when in rows:
             agent.remember(text, "u", observed_at=when)
         assert not any(e.kind is EdgeKind.PROPAGATED_INVALIDATION for e in agent.graph("u").edges())

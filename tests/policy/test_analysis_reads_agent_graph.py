@@ -19,13 +19,22 @@ def agent(tmp_path: Path, embedder: Any) -> Agent:
     return a
 
 
+@pytest.fixture
+def rules_agent(tmp_path: Path, embedder: Any) -> Agent:
+    """The same agent over the hand-written rules layer, for readings specific to it."""
+    a = Agent(tmp_path / "rules-data", embedder=embedder, relations="rules")
+    a.remember_many(DRINKING + BUDGET + UNRELATED, "ethan")
+    return a
+
+
 QUERY = "Should I skip drinking before my early shift?"
 
 
-def test_analysis_over_the_agent_graph_uses_its_aspects_and_edges(agent: Agent) -> None:
-    graph = agent.graph("ethan")
-    recalled = agent.recall(QUERY, "ethan").memories
-    a = agent.policy.analyze(recalled, QUERY, graph=graph)
+def test_analysis_over_the_agent_graph_uses_its_aspects_and_edges(rules_agent: Agent) -> None:
+    # Tests the rules layer: the context partition it reads in these rules-tuned examples.
+    graph = rules_agent.graph("ethan")
+    recalled = rules_agent.recall(QUERY, "ethan").memories
+    a = rules_agent.policy.analyze(recalled, QUERY, graph=graph)
     assert a.cluster is not None and a.cluster.conflict_type is ConflictType.CPC
     # The cluster is the agent graph's own aspect, with the edges the agent stored.
     drinking_ids = {m.id for m in recalled if m.text in DRINKING}
@@ -38,15 +47,16 @@ def test_analysis_over_the_agent_graph_uses_its_aspects_and_edges(agent: Agent) 
     assert drinking_ids <= set(a.memories)
 
 
-def test_agent_graph_answer_matches_a_fresh_analysis(agent: Agent) -> None:
-    graph = agent.graph("ethan")
-    recalled = agent.recall(QUERY, "ethan").memories
-    policy = agent.policy
+def test_agent_graph_answer_matches_a_fresh_analysis(rules_agent: Agent) -> None:
+    # Tests the rules layer: the context partition it reads in these rules-tuned examples.
+    graph = rules_agent.graph("ethan")
+    recalled = rules_agent.recall(QUERY, "ethan").memories
+    policy = rules_agent.policy
     reused = policy.analyze(recalled, QUERY, graph=graph)
     fresh = policy.analyze(recalled, QUERY)
     assert reused.conflict_type is fresh.conflict_type is ConflictType.CPC
     assert set(reused.cluster.memory_ids) == set(fresh.cluster.memory_ids)  # type: ignore[union-attr]
-    assert agent.respond(QUERY, "ethan").decision.conflict_type is ConflictType.CPC
+    assert rules_agent.respond(QUERY, "ethan").decision.conflict_type is ConflictType.CPC
 
 
 def test_a_graph_that_lacks_a_memory_or_reads_with_another_layer_is_not_used(

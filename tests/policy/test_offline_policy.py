@@ -40,6 +40,12 @@ def policy(embedder: Any) -> CaapPolicy:
     return CaapPolicy(embedder=embedder)
 
 
+@pytest.fixture(scope="module")
+def rules_policy(embedder: Any) -> CaapPolicy:
+    """The policy over the hand-written rules layer, for readings specific to it."""
+    return CaapPolicy(embedder=embedder, relations="rules")
+
+
 def _mems(texts: list[str]) -> list[Memory]:
     return [Memory(id=f"m{i:02d}", text=t, user_id="ethan") for i, t in enumerate(texts)]
 
@@ -52,8 +58,11 @@ def test_agreeing_memories_commit(policy: CaapPolicy) -> None:
     assert not r.questions
 
 
-def test_context_conflict_conditionalizes_with_branches_and_a_question(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(DRINKING + UNRELATED), "Should I have a few drinks tonight?")
+def test_context_conflict_conditionalizes_with_branches_and_a_question(
+    rules_policy: CaapPolicy,
+) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(DRINKING + UNRELATED), "Should I have a few drinks tonight?")
     assert r.decision.action is Action.CONDITIONALIZE
     assert r.decision.conflict_type is ConflictType.CPC
     assert len(r.branches) >= 2
@@ -61,8 +70,9 @@ def test_context_conflict_conditionalizes_with_branches_and_a_question(policy: C
     assert "early shift" in r.text and "next day" in r.text
 
 
-def test_query_that_names_the_context_commits(policy: CaapPolicy) -> None:
-    r = policy.respond(
+def test_query_that_names_the_context_commits(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(
         _mems(DRINKING), "I have an early shift the following morning, should I drink tonight?"
     )
     assert r.decision.action is Action.COMMIT
@@ -70,9 +80,12 @@ def test_query_that_names_the_context_commits(policy: CaapPolicy) -> None:
 
 
 def test_oscillation_gets_a_reversible_trial_that_quantifies_the_pattern(
-    policy: CaapPolicy,
+    rules_policy: CaapPolicy,
 ) -> None:
-    r = policy.respond(_mems(BUDGET + UNRELATED), "How should I track my spending this month?")
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(
+        _mems(BUDGET + UNRELATED), "How should I track my spending this month?"
+    )
     assert r.decision.action is Action.REVERSIBLE_TRIAL
     assert r.decision.conflict_type is ConflictType.BOC
     assert "2 switches" in r.text
@@ -80,8 +93,9 @@ def test_oscillation_gets_a_reversible_trial_that_quantifies_the_pattern(
     assert r.questions
 
 
-def test_oscillation_with_money_at_stake_conditionalizes(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(MONEY_PHASES), "Where should I put my savings this month?")
+def test_oscillation_with_money_at_stake_conditionalizes(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(MONEY_PHASES), "Where should I put my savings this month?")
     assert r.decision.conflict_type is ConflictType.BOC
     assert r.decision.action is Action.CONDITIONALIZE
 
@@ -95,20 +109,25 @@ def test_high_risk_source_conflict_verifies_first(policy: CaapPolicy) -> None:
     assert "wouldn't act" in r.text or "hold off" in r.text
 
 
-def test_high_risk_source_conflict_defers_a_requested_action(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(MEDICATION_3), "Can you tell Maya's babysitter to give her ibuprofen?")
+def test_high_risk_source_conflict_defers_a_requested_action(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(
+        _mems(MEDICATION_3), "Can you tell Maya's babysitter to give her ibuprofen?"
+    )
     assert r.decision.action is Action.DEFER
 
 
-def test_low_stakes_record_against_hearsay_commits_to_the_record(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(LOW_SCC), "How much did I climb in March?")
+def test_low_stakes_record_against_hearsay_commits_to_the_record(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(LOW_SCC), "How much did I climb in March?")
     assert r.decision.conflict_type is ConflictType.SCC
     assert r.decision.action is Action.COMMIT
     assert "gym app" in r.text
 
 
-def test_stale_state_commits_to_the_current_one(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(STALE), "Which city should I search for a dentist in?")
+def test_stale_state_commits_to_the_current_one(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(STALE), "Which city should I search for a dentist in?")
     assert r.decision.conflict_type is ConflictType.STALE
     assert r.decision.action is Action.COMMIT
     assert "Portland" in r.text.split("\n")[0]
@@ -185,16 +204,18 @@ HIGH_BOC = [
 ]
 
 
-def test_context_conflict_with_high_stakes_clarifies(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(HIGH_CPC), "How many puffs should Maya take now?")
+def test_context_conflict_with_high_stakes_clarifies(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(HIGH_CPC), "How many puffs should Maya take now?")
     assert r.decision.conflict_type is ConflictType.CPC
     assert r.decision.risk.value == "high"
     assert r.decision.action is Action.CLARIFY
     assert r.questions and "rather ask than guess" in r.text
 
 
-def test_oscillation_with_high_stakes_clarifies(policy: CaapPolicy) -> None:
-    r = policy.respond(_mems(HIGH_BOC), "Should I take my blood pressure pill today?")
+def test_oscillation_with_high_stakes_clarifies(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(_mems(HIGH_BOC), "Should I take my blood pressure pill today?")
     assert r.decision.conflict_type is ConflictType.BOC
     assert r.decision.action is Action.CLARIFY
     assert r.questions
@@ -235,9 +256,10 @@ STALE_HISTORY = [
 
 
 def test_premise_on_a_superseded_state_is_corrected_and_answered_for_now(
-    policy: CaapPolicy,
+    rules_policy: CaapPolicy,
 ) -> None:
-    r = policy.respond(
+    # Tests the rules layer: its reading of these rules-tuned examples.
+    r = rules_policy.respond(
         _dated(STALE_HISTORY), "Recommend a good Seattle cafe near my place in Green Lake."
     )
     assert r.decision.conflict_type is ConflictType.STALE
@@ -256,8 +278,9 @@ def test_a_question_about_the_current_state_is_not_treated_as_a_premise(
     assert "Portland" in r.text.split("\n")[0]
 
 
-def test_uncertain_propagated_invalidation_conditionalizes(policy: CaapPolicy) -> None:
-    r = policy.respond(
+def test_uncertain_propagated_invalidation_conditionalizes(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: only it applies the default dependency map unasked.
+    r = rules_policy.respond(
         _dated(STALE_HISTORY),
         "Since I ride my bike to work every day, plan my bike maintenance for next month.",
     )
@@ -270,12 +293,13 @@ def test_uncertain_propagated_invalidation_conditionalizes(policy: CaapPolicy) -
     assert r.decision.missing_information and "leg" in r.decision.missing_information
 
 
-def test_propagated_invalidation_that_states_its_extent_commits(policy: CaapPolicy) -> None:
+def test_propagated_invalidation_that_states_its_extent_commits(rules_policy: CaapPolicy) -> None:
+    # Tests the rules layer: only it applies the default dependency map unasked.
     rows = [
         ("bike", "I cycle to work every day, about 25 minutes each way.", 2024, 2),
         ("leg", "I broke my leg and I'm in a cast for six weeks, no cycling.", 2025, 1),
     ]
-    r = policy.respond(_dated(rows), "How should I get to work tomorrow?")
+    r = rules_policy.respond(_dated(rows), "How should I get to work tomorrow?")
     assert r.decision.conflict_type is ConflictType.STALE
     assert r.decision.action is Action.COMMIT
     assert "on hold" in r.text and not r.branches

@@ -72,6 +72,18 @@ def demo(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Any:
     agent.close()
 
 
+@pytest.fixture(scope="module")
+def rules_demo(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Any:
+    """The demo persona over the hand-written rules layer, for readings specific to it."""
+    persona = json.loads(
+        (resources.files("caap") / "data" / "demo_persona.json").read_text(encoding="utf-8")
+    )
+    agent = Agent(tmp_path_factory.mktemp("rules-demo"), embedder=embedder, relations="rules")
+    agent.remember_many(persona["memories"], persona["user_id"])
+    yield agent, persona
+    agent.close()
+
+
 def test_a_question_about_yourself_is_answered_to_you(demo: Any) -> None:
     agent, persona = demo
     resp = agent.respond("What's my usual coffee order?", persona["user_id"])
@@ -80,8 +92,9 @@ def test_a_question_about_yourself_is_answered_to_you(demo: Any) -> None:
     assert re.search(r"\byour usual cafe order is a flat white\b", resp.text), resp.text
 
 
-def test_every_situation_listed_is_an_option_in_the_question(demo: Any) -> None:
-    agent, persona = demo
+def test_every_situation_listed_is_an_option_in_the_question(rules_demo: Any) -> None:
+    # Tests the rules layer: the situations (context sides) it reads in the demo's memories.
+    agent, persona = rules_demo
     resp = agent.respond("Should I have a few drinks at the party tonight?", persona["user_id"])
     assert resp.decision.action in (Action.CONDITIONALIZE, Action.CLARIFY)
     assert len(resp.branches) >= 3 and resp.questions
