@@ -590,7 +590,10 @@ def find_source(text: str, subject: set[str] | None = None) -> str | None:
         # "a GP note from January 2025 says": the note is the source, not the date.
         return _clean_source(text[m.start() : m.start(1)].strip().removesuffix("from").strip())
     candidates = []
-    for rx in (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED, _RECORD_COLON):
+    # "The school letter says: ..." needs a colon; without one that pattern (the slowest of
+    # these, its lazy noun phrase retried at every word) cannot match and is not run.
+    patterns = (_SOURCE_RECORD, _SOURCE_PERSON, _SOURCE_BARE, _SOURCE_TITLED)
+    for rx in (*patterns, _RECORD_COLON) if ":" in text else patterns:
         m = rx.search(text)
         if m:
             src = _clean_source(m.group(1))
