@@ -318,15 +318,29 @@ def _phrasings(deps: DependencyMap) -> list[tuple[int, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _phrasing_groups(
+    descriptions: tuple[str, ...],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """For phrasings listed description by description (as :func:`_phrasings` lists them):
+    the descriptions that have any, and where each one's run of phrasings starts."""
+    owners = [pos for pos, text in enumerate(descriptions) for p in text.split(";") if p.strip()]
+    present = sorted(set(owners))
+    starts = [owners.index(pos) for pos in present]
+    return np.asarray(present, dtype=np.intp), np.asarray(starts, dtype=np.intp)
+
+
 def facet_similarities(
     matrix: npt.NDArray[np.float32], deps: DependencyMap, vector: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
     """A memory's similarity to each facet (in ``deps.descriptions`` order): the best of the
-    facet's phrasings."""
-    sims = matrix @ vector
-    owners = np.array([pos for pos, _ in _phrasings(deps)])
+    facet's phrasings (-1 for a facet without any)."""
+    sims = (matrix @ vector).astype(np.float32)
+    present, starts = _phrasing_groups(tuple(deps.descriptions.values()))
     out = np.full(len(deps.descriptions), -1.0, dtype=np.float32)
-    np.maximum.at(out, owners, sims.astype(np.float32))
+    if len(present):
+        # Each facet's phrasings are one contiguous run of rows: a max per run.
+        out[present] = np.maximum(np.maximum.reduceat(sims, starts), -1.0)
     return out
 
 
