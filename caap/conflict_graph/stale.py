@@ -310,24 +310,34 @@ def facet_matrix(embedder: Embedder, deps: DependencyMap) -> npt.NDArray[np.floa
         return _cache[key]
 
 
-def _phrasings(deps: DependencyMap) -> list[tuple[int, str]]:
-    out = []
-    for pos, text in enumerate(deps.descriptions.values()):
-        parts = [p.strip() for p in text.split(";") if p.strip()]
-        out += [(pos, p) for p in parts]
-    return out
+def _phrasings(deps: DependencyMap) -> tuple[tuple[int, str], ...]:
+    """``(description position, phrasing)`` for each ``;``-separated phrasing, in order."""
+    return _phrasings_of(tuple(deps.descriptions.values()))
 
 
 @functools.lru_cache(maxsize=64)
-def _phrasing_groups(
-    descriptions: tuple[str, ...],
+def _phrasings_of(descriptions: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    return tuple(
+        (pos, p.strip())
+        for pos, text in enumerate(descriptions)
+        for p in text.split(";")
+        if p.strip()
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _phrasing_runs(
+    phrasings: tuple[tuple[int, str], ...],
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """For phrasings listed description by description (as :func:`_phrasings` lists them):
-    the descriptions that have any, and where each one's run of phrasings starts."""
-    owners = [pos for pos, text in enumerate(descriptions) for p in text.split(";") if p.strip()]
-    present = sorted(set(owners))
-    starts = [owners.index(pos) for pos in present]
-    return np.asarray(present, dtype=np.intp), np.asarray(starts, dtype=np.intp)
+    """The descriptions that have phrasings, and the row where each one's run of them starts
+    (:func:`_phrasings` lists them description by description)."""
+    starts: dict[int, int] = {}
+    for row, (pos, _) in enumerate(phrasings):
+        starts.setdefault(pos, row)
+    return (
+        np.asarray(list(starts), dtype=np.intp),
+        np.asarray(list(starts.values()), dtype=np.intp),
+    )
 
 
 def facet_similarities(
@@ -336,7 +346,7 @@ def facet_similarities(
     """A memory's similarity to each facet (in ``deps.descriptions`` order): the best of the
     facet's phrasings (-1 for a facet without any)."""
     sims = (matrix @ vector).astype(np.float32)
-    present, starts = _phrasing_groups(tuple(deps.descriptions.values()))
+    present, starts = _phrasing_runs(_phrasings(deps))
     out = np.full(len(deps.descriptions), -1.0, dtype=np.float32)
     if len(present):
         # Each facet's phrasings are one contiguous run of rows: a max per run.
