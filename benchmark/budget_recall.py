@@ -34,17 +34,27 @@ def main() -> None:
     started = time.perf_counter()
     graph = dict.fromkeys(budgets, 0)
     search = dict.fromkeys(budgets, 0)
+    # Per writing style (the judge-only label; recall never sees it): style -> budget -> counts.
+    by_style: dict[str, dict[int, list[int]]] = {}
     with PipelineBank(instances, interleave=args.interleave) as bank:
         for inst in instances:
             bank.ingest(inst.persona.id)
             user = user_id_for(inst)
+            style = by_style.setdefault(inst.style or "unlabelled", {})
             for b in budgets:
                 got = bank.agent.recall(inst.query, user, budget=b).memories
-                graph[b] += observe(inst, got, encoder=bank.encoder).level == "FULL"
+                g = observe(inst, got, encoder=bank.encoder).level == "FULL"
+                graph[b] += g
+                s = False
                 if not args.no_search:
                     hits = bank.agent.backend.search(inst.query, user, k=b)
                     found = [h.memory for h in hits]
-                    search[b] += observe(inst, found, encoder=bank.encoder).level == "FULL"
+                    s = observe(inst, found, encoder=bank.encoder).level == "FULL"
+                    search[b] += s
+                counts = style.setdefault(b, [0, 0, 0])
+                counts[0] += g
+                counts[1] += s
+                counts[2] += 1
         agreement = bank.topic_agreement()
     n = len(instances)
     print(f"{n} instances, interleave {args.interleave}, {time.perf_counter() - started:.0f} s")
@@ -53,6 +63,13 @@ def main() -> None:
         if not args.no_search:
             row += f", plain search {search[b]}"
         print(row + f" of {n}")
+        if len(by_style) > 1 or "unlabelled" not in by_style:
+            parts = [
+                f"{name} {c[b][0]}" + ("" if args.no_search else f"/{c[b][1]}") + f" of {c[b][2]}"
+                for name, c in sorted(by_style.items())
+            ]
+            label = "graph" if args.no_search else "graph/search"
+            print(f"  by style ({label}): " + ", ".join(parts))
     if agreement:
         print(
             f"topic agreement (adjusted Rand vs instances): median "
