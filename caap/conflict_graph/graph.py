@@ -55,6 +55,7 @@ from caap.conflict_graph.stale import (
     is_later,
     primary_facets,
     propagated_invalidations,
+    reports_own_change,
     state_supersessions,
     trigger_reach,
     validity,
@@ -187,6 +188,9 @@ class ConflictGraph:
         # A memory's node (text, source, time, facets) never changes once it is placed (only
         # its aspect does, which a node does not carry): built once, read on every write.
         self._nodes: dict[str, Node] = {}
+        self._own_change: dict[str, tuple[bool, bool]] = {}
+        # The active propagated invalidations at each memory (edge ids), kept with ``g``.
+        self._invalidations_at: dict[str, dict[str, None]] = {}
         self._ids: list[str] = []
         self._by_aspect: dict[str, list[str]] = {}
         self._vecs: Vector = np.zeros((0, embedder.dimension), dtype=np.float32)
@@ -426,9 +430,11 @@ class ConflictGraph:
         self.topics.remove(memory_id, self._vecs[self._row[memory_id]])
         del self._mem[memory_id]
         self._nodes.pop(memory_id, None)
+        self._own_change.pop(memory_id, None)
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
         self.g.remove_node(memory_id)
+        self._invalidations_at.pop(memory_id, None)
         if aspect:
             closed += self._retime(aspect)[1]
         return closed
@@ -559,6 +565,7 @@ class ConflictGraph:
     def _insert(self, memory: Memory, vector: Vector) -> None:
         self._mem[memory.id] = memory
         self._nodes.pop(memory.id, None)
+        self._own_change.pop(memory.id, None)
         self._ids.append(memory.id)
         if memory.aspect:
             self._by_aspect.setdefault(memory.aspect, []).append(memory.id)
@@ -846,6 +853,20 @@ class ConflictGraph:
             self._nodes[memory_id] = node
         return node
 
+    def _reports_change(self, memory_id: str) -> bool:
+        """Whether a memory is the user's own report of a change (memoised per memory)."""
+        return self._stale_role(memory_id)[0]
+
+    def _stale_role(self, memory_id: str) -> tuple[bool, bool]:
+        """Whether a memory reports an own change, and whether it does or records a return
+        (memoised per memory: the stale rules read every candidate on every write)."""
+        known = self._own_change.get(memory_id)
+        if known is None:
+            change = reports_own_change(self._node(memory_id))
+            known = (change, change or bool(self._ext[memory_id].returns))
+            self._own_change[memory_id] = known
+        return known
+
     def _read_facets(self, texts: Sequence[str]) -> list[Extraction]:
         """Facets of new texts: the caller's extractor if one was given, else the layer's."""
         if self.extractor is not None:
@@ -894,6 +915,9 @@ class ConflictGraph:
         self._touch_endpoints(e)
         if e.active and e.source_id in self._mem and e.target_id in self._mem:
             self.g.add_edge(e.source_id, e.target_id, key=e.id, kind=e.kind.value)
+            if e.kind is EdgeKind.PROPAGATED_INVALIDATION:
+                for end in (e.source_id, e.target_id):
+                    self._invalidations_at.setdefault(end, {})[e.id] = None
 
     def _touch_endpoints(self, e: ConflictEdge) -> None:
         for end in (e.source_id, e.target_id):
@@ -912,6 +936,8 @@ class ConflictGraph:
             self._touch_endpoints(ce)
             if self.g.has_edge(e.source_id, e.target_id, key=e.id):
                 self.g.remove_edge(e.source_id, e.target_id, key=e.id)
+            for end in (e.source_id, e.target_id):
+                self._invalidations_at.get(end, {}).pop(e.id, None)
             closed.append(ce)
         return closed
 
@@ -978,10 +1004,18 @@ class ConflictGraph:
         # aspect stand for its current state (a habit of years ago is history already).
         window = self.config.timeline_window
 
+        mem = self._mem
+
         def latest(ids: Sequence[str]) -> list[str]:
-            out: list[str] = []
+            # The lists only grow (a removed memory stays until skipped here): the tail
+            # nearly always holds the window already.
+            tail = ids[-(window + 1) :]
+            out = [i for i in tail if i in mem and i != new_id]
+            if len(out) >= window or len(tail) == len(ids):
+                return out[-window:]
+            out = []
             for i in reversed(ids):
-                if i in self._mem and i != new_id:
+                if i in mem and i != new_id:
                     out.append(i)
                     if len(out) == window:
                         break
@@ -989,10 +1023,13 @@ class ConflictGraph:
             return out
 
         mates = latest(self._by_aspect.get(aspect or "", []))
-        # The cross-aspect edges this write can lift or repeat touch the new memory or its
-        # aspect's latest members: walk their adjacency, not every edge of the user.
+        # The cross-aspect edges this write can repeat touch the new memory; those it can lift
+        # are propagated invalidations at its aspect's latest members: read those off their
+        # index, not every edge of those members nor of the user.
+        keys = [k for _, _, k in self._incident([new_id])]
+        keys += [k for m in mates for k in self._invalidations_at.get(m, ())]
         current = {}
-        for _, _, key in self._incident([new_id, *mates]):
+        for key in keys:
             e = self._edges[key]
             if e.active and self._cross_aspect(e):
                 current[(e.kind, e.source_id, e.target_id)] = e
@@ -1026,8 +1063,8 @@ class ConflictGraph:
         for f in self._primary.get(new_id, frozenset()):
             related |= deps.dependents(f)
         related |= {t for t, d in deps.edges.items() if d & own}
-        cand = dict.fromkeys(i for f in sorted(related) for i in latest(self._by_facet.get(f, ())))
-        pool = [new, *(self._node(i) for i in cand)]
+        by_facet = self._by_facet
+        cand = dict.fromkeys([i for f in sorted(related) for i in latest(by_facet.get(f, ()))])
         # The lifting rule needs the other (latest) members of the invalidated memory's
         # aspect. Every pair includes the new memory: when it cannot act as a change, it can
         # only be the invalidated one, and only its own aspect's members matter.
@@ -1037,7 +1074,24 @@ class ConflictGraph:
             lifting = dict.fromkeys(
                 a for a in (self._mem[c].aspect or "" for c in cand) if a == (aspect or "")
             )
-        peer_ids = {i for a in lifting for i in latest(self._by_aspect.get(a, [])) if i not in cand}
+        peer_ids = list(
+            {i for a in lifting for i in latest(self._by_aspect.get(a, [])) if i not in cand}
+        )
+        cand_ids = list(cand)
+        if not self._reports_change(new_id):
+            # Every edge typed below pairs the new memory with a change the user reported.
+            # When the new memory is no such change it can only be the earlier side: what
+            # matters is the changes in the pool, the memories recording a return (they void
+            # a change on their facet) and the new memory's own aspect (a later member lifts
+            # an invalidation). The rest is dropped before typing; the edges are the same.
+            roles = [(i, self._stale_role(i)) for i in (*cand_ids, *peer_ids)]
+            if not any(change for _, (change, _) in roles):
+                return self._open_stale(found, current), closed
+            mine = aspect or ""
+            keep = {i for i, (_, either) in roles if either or (mem[i].aspect or "") == mine}
+            cand_ids = [i for i in cand_ids if i in keep]
+            peer_ids = [i for i in peer_ids if i in keep]
+        pool = [new, *(self._node(i) for i in cand_ids)]
         peers = [self._node(i) for i in peer_ids]
         facets = {n.id: self._facets.get(n.id, frozenset()) for n in pool}
         facets.update({n.id: frozenset() for n in peers})

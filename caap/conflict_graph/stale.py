@@ -66,6 +66,7 @@ __all__ = [
     "is_later",
     "primary_facets",
     "propagated_invalidations",
+    "reports_own_change",
     "state_supersessions",
     "trigger_reach",
     "validity",
@@ -627,13 +628,25 @@ def exclusive_supersessions(
     return list({(e.source_id, e.target_id): e for e in out}.values())
 
 
+def reports_own_change(node: Node) -> bool:
+    """The user's own statement reporting a change of their own (not about someone else).
+
+    Every cross-aspect stale rule here (:func:`propagated_invalidations`,
+    :func:`exclusive_supersessions`, :func:`entity_supersessions`) draws its edges from such a
+    node only: a pool without one yields nothing.
+    """
+    return (
+        _self_source(node.source)
+        and is_change_event(node.text)
+        and not about_someone_else(node.text)
+    )
+
+
 def trigger_reach(change: Node, trigger: frozenset[str], deps: DependencyMap) -> frozenset[str]:
     """The facets a memory can invalidate as a change on its ``trigger`` facets: empty unless
-    it is the user's own statement reporting a change (not about someone else) and the map
+    it is the user's own statement reporting a change (:func:`reports_own_change`) and the map
     lists dependents of one of those facets."""
-    if not trigger or not _self_source(change.source) or not is_change_event(change.text):
-        return frozenset()
-    if about_someone_else(change.text):
+    if not trigger or not reports_own_change(change):
         return frozenset()
     return frozenset().union(*(deps.dependents(t) for t in trigger))
 

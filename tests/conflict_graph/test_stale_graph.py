@@ -86,6 +86,37 @@ def test_a_later_observation_lifts_the_invalidation_and_keeps_the_closed_edge(
     assert any(e.source_id == "leg" and e.target_id == "bike" and not e.active for e in kept)
 
 
+def test_a_graph_put_back_from_storage_still_lifts_the_invalidation(embedder: Any) -> None:
+    # The lifting rule reads an index of the open invalidations; a reloaded graph (memories
+    # and edges put back, nothing re-typed) must rebuild it, and a removal must leave it.
+    g = _graph(embedder, HISTORY, relations="rules")
+    back = g.memory("bike")
+    h = ConflictGraph("u", embedder, relations="rules")
+    for m in g.memories():
+        h.load(m, g.vector(m.id), extraction=g.extraction(m.id))
+    h.load_edges(g.edges(include_closed=True))
+    assert ("leg", "bike") in _pairs(h, EdgeKind.PROPAGATED_INVALIDATION)
+    later = Memory(
+        id="back",
+        user_id="u",
+        text="I cycle to work every day again now that my leg has healed.",
+        observed_at=_dt(2025, 6),
+        aspect=back.aspect,
+    )
+    result = h.add(later)
+    lifted = {(e.source_id, e.target_id) for e in result.closed_edges}
+    assert ("leg", "bike") in lifted
+    # Removing the change closes its invalidation; a later observation lifts only what is
+    # still open (the move's), not the removed change's edge a second time.
+    g.remove("leg")
+    assert ("leg", "bike") not in _pairs(g, EdgeKind.PROPAGATED_INVALIDATION)
+    again = g.add(later)
+    relifted = {e.source_id for e in again.closed_edges}
+    assert "leg" not in relifted and ("pdx", "bike") not in _pairs(
+        g, EdgeKind.PROPAGATED_INVALIDATION
+    )
+
+
 def test_the_dependency_map_is_the_only_way_one_aspect_invalidates_another(
     embedder: Any,
 ) -> None:
