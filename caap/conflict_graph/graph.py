@@ -77,6 +77,7 @@ __all__ = ["ConflictGraph", "WriteResult"]
 
 Vector = npt.NDArray[np.float32]
 _TEMPORAL = (EdgeKind.TEMPORAL_OSCILLATION, EdgeKind.SUPERSEDES)
+_TIMED = frozenset((*_TEMPORAL, EdgeKind.PROPAGATED_INVALIDATION))
 
 
 @dataclass
@@ -189,8 +190,10 @@ class ConflictGraph:
         # its aspect does, which a node does not carry): built once, read on every write.
         self._nodes: dict[str, Node] = {}
         self._own_change: dict[str, tuple[bool, bool]] = {}
-        # The active propagated invalidations at each memory (edge ids), kept with ``g``.
-        self._invalidations_at: dict[str, dict[str, None]] = {}
+        # The active edges that read a change in time (oscillation, supersession, propagated
+        # invalidation) at each memory, as edge ids kept in step with ``g``: the per-write
+        # re-reading walks these, not every edge of a topic's members.
+        self._time_edges_at: dict[str, dict[str, None]] = {}
         self._ids: list[str] = []
         self._by_aspect: dict[str, list[str]] = {}
         self._vecs: Vector = np.zeros((0, embedder.dimension), dtype=np.float32)
@@ -434,7 +437,7 @@ class ConflictGraph:
         self._alive[self._row[memory_id]] = False
         self._index.remove(self._row[memory_id])
         self.g.remove_node(memory_id)
-        self._invalidations_at.pop(memory_id, None)
+        self._time_edges_at.pop(memory_id, None)
         if aspect:
             closed += self._retime(aspect)[1]
         return closed
@@ -915,9 +918,9 @@ class ConflictGraph:
         self._touch_endpoints(e)
         if e.active and e.source_id in self._mem and e.target_id in self._mem:
             self.g.add_edge(e.source_id, e.target_id, key=e.id, kind=e.kind.value)
-            if e.kind is EdgeKind.PROPAGATED_INVALIDATION:
+            if e.kind in _TIMED:
                 for end in (e.source_id, e.target_id):
-                    self._invalidations_at.setdefault(end, {})[e.id] = None
+                    self._time_edges_at.setdefault(end, {})[e.id] = None
 
     def _touch_endpoints(self, e: ConflictEdge) -> None:
         for end in (e.source_id, e.target_id):
@@ -937,7 +940,7 @@ class ConflictGraph:
             if self.g.has_edge(e.source_id, e.target_id, key=e.id):
                 self.g.remove_edge(e.source_id, e.target_id, key=e.id)
             for end in (e.source_id, e.target_id):
-                self._invalidations_at.get(end, {}).pop(e.id, None)
+                self._time_edges_at.get(end, {}).pop(e.id, None)
             closed.append(ce)
         return closed
 
@@ -1024,10 +1027,10 @@ class ConflictGraph:
 
         mates = latest(self._by_aspect.get(aspect or "", []))
         # The cross-aspect edges this write can repeat touch the new memory; those it can lift
-        # are propagated invalidations at its aspect's latest members: read those off their
-        # index, not every edge of those members nor of the user.
+        # are propagated invalidations at its aspect's latest members: read those off the
+        # index of timed edges, not every edge of those members nor of the user.
         keys = [k for _, _, k in self._incident([new_id])]
-        keys += [k for m in mates for k in self._invalidations_at.get(m, ())]
+        keys += [k for m in mates for k in self._time_edges_at.get(m, ())]
         current = {}
         for key in keys:
             e = self._edges[key]
@@ -1177,15 +1180,17 @@ class ConflictGraph:
         )
         self._windows[aspect] = [*ids, *recent]
         current = {}
-        for a, b, key in self._incident(walk):
-            e = self._edges[key]
-            if (
-                e.active
-                and e.kind in _TEMPORAL
-                and self._mem[a].aspect == aspect
-                and self._mem[b].aspect == aspect
-            ):
-                current[(e.kind, e.source_id, e.target_id)] = e
+        for a in walk:
+            for key in self._time_edges_at.get(a, ()):
+                e = self._edges[key]
+                b = e.target_id if e.source_id == a else e.source_id
+                if (
+                    e.active
+                    and e.kind in _TEMPORAL
+                    and self._mem[a].aspect == aspect
+                    and self._mem[b].aspect == aspect
+                ):
+                    current[(e.kind, e.source_id, e.target_id)] = e
         wanted = {(t.kind, t.source_id, t.target_id): t for t in reading.edges}
         if self._pairwise:
             # An edge between memories whose pair has no verdict here (loaded from the store,
