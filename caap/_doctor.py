@@ -182,12 +182,14 @@ def diagnose(data: str | Path, *, repair: bool = False, embedder: Any = None) ->
             stored = store.memories(user)
             known = {sm.memory.id for sm in stored}
             indexed = {m.id: m for m in backend.list(user)}
-            short = [sm.memory for sm in stored if sm.memory.id not in indexed]
+            missing = [sm for sm in stored if sm.memory.id not in indexed]
+            short = [sm.memory for sm in missing]
             extra = [m for i, m in indexed.items() if i not in known]
             if short:
                 rep.findings.append(f"user {user!r}: {len(short)} stored memories not in the index")
                 if repair:
-                    backend.add_many(short)
+                    # The stored vectors are the ones the agent indexes (one per memory).
+                    backend.add_many(short, embeddings=[sm.vector for sm in missing])
                     rep.actions.append(f"user {user!r}: indexed {len(short)} memories")
                 else:
                     rep.ok = False

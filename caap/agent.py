@@ -637,14 +637,20 @@ class Agent(Mem0Api):
                 segment=sm.segment,
             )
         graph.load_edges(self.store.edges(user_id))
-        self._check_index(user_id, [sm.memory for sm in stored])
+        self._check_index(user_id, [sm.memory for sm in stored], graph)
         self._graphs[user_id] = graph
         self._generations[user_id] = generation
         return graph
 
     def _index(self, memories: list[Memory], graph: ConflictGraph) -> None:
-        """Add memories to the search backend, reusing the graph's vectors where they are the
-        same text's embedding (most memories' value is their whole text): embed once, not twice.
+        """Add memories to the search backend with the graph's vectors: each memory is
+        embedded once.
+
+        The vector is the memory's value: its statement without the reporter, the date or the
+        user's own name (the whole text for most memories), which is what a question asks
+        about; the text itself is stored as the document, and who said it and when are the
+        graph's facets. A backend that embeds for itself (any but the builtin one) is given
+        the memories only.
         """
         backend = self.backend
         # Only the builtin add_many takes precomputed vectors (a subclass may override it).
@@ -655,9 +661,7 @@ class Agent(Mem0Api):
         ):
             backend.add_many(memories)
             return
-        known: list[Any] = [
-            graph.vector(m.id) if graph.extraction(m.id).value == m.text else None for m in memories
-        ]
+        known: list[Any] = [graph.vector(m.id) for m in memories]
         backend.add_many(memories, embeddings=known)
 
     def _outcome(
@@ -756,7 +760,7 @@ class Agent(Mem0Api):
         self._reliability[user_id] = model
         return model
 
-    def _check_index(self, user_id: str, stored: list[Memory]) -> None:
+    def _check_index(self, user_id: str, stored: list[Memory], graph: ConflictGraph) -> None:
         """Compare the store with the search index: an index short of the store is repaired
         (the store commits first; a crash in between leaves it short); an index holding
         memories the store lacks is reported, never silently ignored."""
@@ -783,4 +787,4 @@ class Agent(Mem0Api):
             )
         missing = [m for m in stored if m.id not in indexed]
         if missing and not self.read_only:
-            self.backend.add_many(missing)
+            self._index(missing, graph)

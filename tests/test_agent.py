@@ -173,7 +173,7 @@ def test_memory_and_edges_survive_sigkill(tmp_path: Path, store_target: str) -> 
     a.close()
 
 
-def test_ingest_embeds_a_plain_memory_once(tmp_path: Path, embedder: Any) -> None:
+def test_ingest_embeds_each_memory_once(tmp_path: Path, embedder: Any) -> None:
     class Counting:
         """The real embedder, counting the texts it is asked to embed."""
 
@@ -195,14 +195,17 @@ def test_ingest_embeds_a_plain_memory_once(tmp_path: Path, embedder: Any) -> Non
     texts = [
         "I take the night bus home on Fridays.",
         "My favourite snack is salted almonds.",
-        "Ethan's favourite film is an old samurai movie.",
+        "According to my sister, I hate the smell of fresh paint.",
     ]
     stored = agent.remember_many(texts, "u")
     g = agent.graph("u")
-    needed = sum(1 if g.extraction(m.id).value == m.text else 2 for m in stored)
-    assert needed < 2 * len(stored)  # at least one memory's value is its whole text
-    assert counting.texts == needed
-    # The reused vector is the text's own embedding: the exact text is found first.
-    hit = agent.backend.search(texts[0], "u", k=1)[0]
-    assert hit.memory.text == texts[0] and hit.score > 0.99
+    values = [g.extraction(m.id).value for m in stored]
+    assert values[0] == texts[0] and values[2] != texts[2]  # one value is not its text
+    assert counting.texts == len(stored)
+    # The index holds the graph's vector: a memory's value finds it as itself, and its
+    # whole text still finds it first.
+    for m, value in zip(stored, values, strict=True):
+        hit = agent.backend.search(value, "u", k=1)[0]
+        assert hit.memory.id == m.id and hit.score > 0.99
+        assert agent.backend.search(m.text, "u", k=1)[0].memory.id == m.id
     agent.close()

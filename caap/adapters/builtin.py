@@ -141,8 +141,9 @@ class BuiltinBackend(MemoryBackend):
     def add_many(self, memories: Any, *, embeddings: Any = None) -> list[str]:
         """Add memories, embedding their texts in one batch.
 
-        ``embeddings`` may give a text's vector already computed by this backend's embedder
-        (one row per memory, or ``None`` in a list for a text still to embed).
+        ``embeddings`` may give a memory's vector already computed with this backend's
+        embedder (one row per memory, or ``None`` in a list for a text still to embed); the
+        agent gives the vector its graph holds, so each memory is embedded once.
         """
         # Overridden to embed in one batch: per-item encoding is several times slower.
         items = list(memories)

@@ -130,6 +130,12 @@ def test_lost_index_is_rebuilt_from_the_store(tmp_path: Path, embedder: Any) -> 
     assert diagnose(data, repair=True, embedder=embedder).ok
     with Agent(data, embedder=embedder) as a:
         assert sorted(m.id for m in a.backend.list("u")) == sorted(ids)
+        # Rebuilt with the stored vectors, the ones the agent indexes: each memory's value
+        # finds it as itself.
+        g = a.graph("u")
+        for i in ids:
+            hits = a.backend.search(g.extraction(i).value, "u", k=len(ids))
+            assert any(h.memory.id == i and h.score > 0.99 for h in hits)
 
 
 def test_index_entries_the_store_lacks_are_reported(tmp_path: Path, embedder: Any) -> None:
