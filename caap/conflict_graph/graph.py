@@ -856,10 +856,6 @@ class ConflictGraph:
             self._nodes[memory_id] = node
         return node
 
-    def _reports_change(self, memory_id: str) -> bool:
-        """Whether a memory is the user's own report of a change (memoised per memory)."""
-        return self._stale_role(memory_id)[0]
-
     def _stale_role(self, memory_id: str) -> tuple[bool, bool]:
         """Whether a memory reports an own change, and whether it does or records a return
         (memoised per memory: the stale rules read every candidate on every write)."""
@@ -1010,8 +1006,8 @@ class ConflictGraph:
         mem = self._mem
 
         def latest(ids: Sequence[str]) -> list[str]:
-            # The lists only grow (a removed memory stays until skipped here): the tail
-            # nearly always holds the window already.
+            # A removed memory stays in these lists until skipped here, so the last
+            # window + 1 entries nearly always hold the window; else walk back further.
             tail = ids[-(window + 1) :]
             out = [i for i in tail if i in mem and i != new_id]
             if len(out) >= window or len(tail) == len(ids):
@@ -1072,16 +1068,16 @@ class ConflictGraph:
         # aspect. Every pair includes the new memory: when it cannot act as a change, it can
         # only be the invalidated one, and only its own aspect's members matter.
         if trigger_reach(new, self._primary.get(new_id, frozenset()), deps):
-            lifting = dict.fromkeys(self._mem[c].aspect or "" for c in cand)
+            lifting = dict.fromkeys(mem[c].aspect or "" for c in cand)
         else:
             lifting = dict.fromkeys(
-                a for a in (self._mem[c].aspect or "" for c in cand) if a == (aspect or "")
+                a for a in (mem[c].aspect or "" for c in cand) if a == (aspect or "")
             )
         peer_ids = list(
             {i for a in lifting for i in latest(self._by_aspect.get(a, [])) if i not in cand}
         )
         cand_ids = list(cand)
-        if not self._reports_change(new_id):
+        if not self._stale_role(new_id)[0]:
             # Every edge typed below pairs the new memory with a change the user reported.
             # When the new memory is no such change it can only be the earlier side: what
             # matters is the changes in the pool, the memories recording a return (they void
