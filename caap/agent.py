@@ -354,11 +354,13 @@ class Agent(Mem0Api):
         Hits come first (best first), then the other members of their clusters ranked by
         similarity to the query, so one side of a conflict never arrives without the others.
 
-        With ``budget``, at most ``budget`` memories come back instead: the memories nearest
-        the query, then the members of the topics (or aspects) best matching it, ranked
-        together for the query and by how central they are to the best topic, whether or not a
-        topic carries a conflict edge; a conflict cluster touched comes whole when it fits in
-        what is left and holds at most a quarter of the budget. ``k`` is then unused.
+        With ``budget``, at most ``budget`` memories come back instead, on the query's subject:
+        the candidates that best match the query (embedding plus word overlap), then the rest
+        in the order of a walk from those matches over the candidates' nearest-neighbour graph
+        (personalised PageRank), so turns that tell the subject in other words come in whether
+        or not their topic carries a conflict edge; a conflict cluster touched comes whole
+        when it fits in what is left and holds at most a quarter of the budget. ``k`` is then
+        unused.
         """
         check_text(query, "query", self.max_text_bytes, blank_ok=True)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -413,12 +415,12 @@ class Agent(Mem0Api):
         return Recall(query=query, memories=out, hit_ids=hit_ids, scores=scores, clusters=clusters)
 
     def _budgeted(self, query: str, graph: ConflictGraph, budget: int) -> Recall:
-        """At most ``budget`` memories: the best topics' members, clusters kept whole."""
+        """At most ``budget`` memories on the query's subject, clusters kept whole."""
         if not len(graph):
             return Recall(query=query)
         query_vector = self.embedder.encode_one(query)
         with one_blas_thread():
-            picked, aspects = budgeted(graph, query_vector, budget)
+            picked, aspects = budgeted(graph, query_vector, budget, query)
             clusters = [c for c in (graph.cluster(a) for a in aspects) if c.has_conflict]
         return Recall(
             query=query,

@@ -4,7 +4,9 @@
 
 Each conversation is one ``remember_many`` batch of user turns (provenance ``turn``); the agent
 splits conversations where they change subject, groups the segments into topics, and
-``recall(query, user, budget=B)`` returns the best topics' members, at most ``B`` of them.
+``recall(query, user, budget=B)`` returns at most ``B`` memories on the query's subject: its best
+matches, then the turns a walk from them over the nearest-neighbour graph reaches first (the
+doctor's advice on caffeine below shares no word with the question).
 """
 
 from __future__ import annotations

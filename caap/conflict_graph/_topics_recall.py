@@ -1,20 +1,22 @@
-"""Budgeted recall over topics: the members of the best topics, ranked for the query.
+"""Budgeted recall: the memories that share the query's subject, ranked by a walk from it.
 
-Used by :meth:`caap.Agent.recall` when a ``budget`` is given. The first :data:`HEAD_SHARE` of
-the budget goes to the memories nearest the query. Topics (and the aspects of memories outside
-topic formation) are scored for the query; the members of the best :data:`REACH` of them are
-then ranked together by their similarity to the query plus :data:`CENTRE_WEIGHT` times their
-closeness to a centre (the best topic's centre joined with the centre of the :data:`FEEDBACK`
-candidates nearest the query), with a bonus of :data:`BEST_BONUS` for being in the best topic,
-and the rest of the budget is filled in that order. A topic is read whether or not it carries
-a conflict edge.
+Used by :meth:`caap.Agent.recall` when a ``budget`` is given. The candidates (the pool) are the
+memories nearest the query, :data:`POOL_FACTOR` times the budget and at least
+:data:`POOL_MIN`, plus the members of the topic (or aspect, for memories outside topic
+formation) that best matches the query. The first :data:`HEAD_SHARE` of the budget goes to the
+candidates that best match the query; the rest is filled in the order of a personalised
+PageRank over the pool's nearest-neighbour graph, restarting at the query's best matches. A
+memory is matched to the query, and to the other candidates, by the cosine of the embeddings
+plus a share of the cosine of TF-IDF word rows (:mod:`caap.conflict_graph._lexical`): rare
+words that two turns share ("the chore chart", a person's name) hold a subject together when a
+short chatty turn's embedding is pulled elsewhere.
 
-Ranking by closeness to a centre, rather than reading topics one after another, matters
-because a topic may mix two subjects or miss a few turns of its own: the turns nearest the
-centre are the ones of the query's subject, wherever the topic model put them, while a topic's
-off-subject turns fall behind the next topic's best ones. The query's own nearest memories
-come first because a small topic's centre says little (with few turns per subject, the
-nearest turns are already most of the subject).
+Why a walk and not the query's nearest memories: the sides of a conflict are told across many
+conversations, and most of their turns are far from the query's wording (a query about a
+sticker for clearing the table; turns about a chart relaunched with new prizes, or abandoned in
+May). They are near the turns that are near the query. Ranking the members of the best topics
+(the previous design) depended on the topics being right; the walk uses the same neighbourhood
+without a hard partition (measured in docs/benchmark.md, issue 13).
 
 A member with conflict edges brings its conflict cluster (memories joined by active conflict
 edges) whole when the rest of the cluster fits in what is left of the budget and holds at most
@@ -29,23 +31,33 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from caap.conflict_graph._lexical import tfidf
+
 if TYPE_CHECKING:
     from caap.conflict_graph.graph import ConflictGraph
 
 Vector = npt.NDArray[np.float32]
 
-#: Weight of a member's closeness to the best topic's centre, next to its similarity to the query.
-CENTRE_WEIGHT = 2.0
-#: Added to the score of a member of the best topic.
-BEST_BONUS = 0.2
-#: How many of the best topics (or aspects) are ranked together.
-REACH = 3
-#: A topic is scored by the mean of its this many best segment similarities to the query.
+#: The pool holds this many memories nearest the query per unit of budget ...
+POOL_FACTOR = 6
+#: ... and at least this many.
+POOL_MIN = 60
+#: A topic (or aspect) is scored by the mean of its this many best similarities to the query.
 TOPIC_TOP = 2
-#: Share of the budget given first to the memories nearest the query, whatever their topic.
+#: Share of the budget given first to the candidates that best match the query.
 HEAD_SHARE = 0.3
-#: How many of the candidates nearest the query shape the ranking centre (with the best topic).
-FEEDBACK = 5
+#: Weight of word overlap (TF-IDF cosine) next to embedding similarity, for the query ...
+QUERY_LEXICAL = 0.5
+#: ... and between two candidates (the neighbour graph).
+GRAPH_LEXICAL = 0.5
+#: Each candidate links to this many nearest candidates.
+NEIGHBOURS = 5
+#: Probability that the walk restarts at the query's best matches.
+RESTART = 0.3
+#: Softmax temperature of the restart distribution over the candidates' query match.
+TEMPERATURE = 0.05
+#: Steps of the power iteration (the rank moves by less than (1 - RESTART)^steps after).
+PAGERANK_STEPS = 30
 #: A conflict cluster comes whole only when it holds at most this share of the budget (and at
 #: least two memories are always allowed).
 CLUSTER_SHARE = 0.25
@@ -81,12 +93,6 @@ def _members(graph: ConflictGraph, label: str, is_topic: bool) -> list[str]:
     return [m for s in graph.topics.topic_segments(label) for m in s.members if m in graph]
 
 
-def _unit_vector(vecs: Vector) -> Vector:
-    total = vecs.sum(axis=0)
-    out: Vector = (total / (float(np.linalg.norm(total)) or 1.0)).astype(np.float32)
-    return out
-
-
 def _component(graph: ConflictGraph, start: str, skip: dict[str, float], limit: int) -> list[str]:
     """The conflict cluster (connected memories) of ``start`` without those in ``skip``, or
     ``[]`` when it holds more than ``limit`` of them (the walk stops there)."""
@@ -107,58 +113,85 @@ def _component(graph: ConflictGraph, start: str, skip: dict[str, float], limit: 
     return [c for c in seen if c not in skip]
 
 
-def _ranked(graph: ConflictGraph, query: Vector, budget: int) -> tuple[list[str], Vector]:
+def _pool(graph: ConflictGraph, query: Vector, budget: int) -> list[str]:
+    """The candidates of one recall: the :data:`POOL_FACTOR` × budget (at least
+    :data:`POOL_MIN`) memories nearest the query, then the members of the best unit (topic or
+    aspect) not among them, nearest the query first, up to as many again."""
+    size = max(POOL_MIN, POOL_FACTOR * budget)
+    pool = [mid for mid, _ in graph.nearest(query, size)]
+    seen = set(pool)
+    for _, label, is_topic in _units(graph, query)[:1]:
+        rest = [m for m in _members(graph, label, is_topic) if m not in seen]
+        if rest:
+            sims = graph.vectors(rest) @ query
+            pool += [rest[int(i)] for i in np.argsort(-sims, kind="stable")[:size]]
+    return pool
+
+
+def _propagated(
+    vecs: Vector, words: Vector, teleport: Vector, *, neighbours: int, restart: float
+) -> Vector:
+    """Personalised PageRank over the k-nearest-neighbour graph of the pool.
+
+    Two memories are near by the cosine of their embeddings plus :data:`GRAPH_LEXICAL` times the
+    cosine of their TF-IDF rows; each links to its ``neighbours`` nearest (edges kept both ways,
+    weighted by that closeness). The walk restarts at ``teleport`` with probability ``restart``.
+    """
+    n = len(vecs)
+    close = vecs @ vecs.T + GRAPH_LEXICAL * (words @ words.T)
+    np.fill_diagonal(close, -np.inf)
+    k = min(neighbours, n - 1)
+    adj = np.zeros((n, n), dtype=np.float32)
+    if k > 0:
+        nbr = np.argpartition(-close, k - 1, axis=1)[:, :k]
+        rows = np.repeat(np.arange(n), k)
+        w = np.maximum(close[rows, nbr.ravel()], 0.0)
+        adj[rows, nbr.ravel()] = w
+        adj = np.maximum(adj, adj.T)
+    deg = adj.sum(axis=1, keepdims=True)
+    deg[deg == 0] = 1.0
+    walk = adj / deg
+    rank = teleport.copy()
+    for _ in range(PAGERANK_STEPS):
+        rank = restart * teleport + (1.0 - restart) * (rank @ walk)
+    out: Vector = rank.astype(np.float32)
+    return out
+
+
+def _ranked(
+    graph: ConflictGraph, query: Vector, query_text: str, budget: int
+) -> tuple[list[str], Vector]:
     """Candidate ids in fill order and their similarities to the query.
 
-    First the :data:`HEAD_SHARE` of the budget nearest the query (whatever their topic); then
-    the members of the best :data:`REACH` units, ranked by query similarity plus closeness to a
-    centre: the best unit's centre plus the centre of the :data:`FEEDBACK` candidates nearest
-    the query. When the best units hold fewer than ``budget`` members, the next units' members
-    join them.
+    First the :data:`HEAD_SHARE` of the budget that best matches the query (embedding plus
+    :data:`QUERY_LEXICAL` times word overlap); then the rest of the pool by personalised
+    PageRank from the query over the pool's nearest-neighbour graph, so that a memory joins the
+    bank because memories like the query's best matches are like it, not only because it is
+    like the query itself.
     """
-    units = _units(graph, query)
-    ids: list[str] = []
-    best: list[bool] = []
-    reached = 0
-    for _, label, is_topic in units:
-        if reached >= REACH and len(ids) >= budget:
-            break
-        members = _members(graph, label, is_topic)
-        if not members:
-            continue
-        ids += members
-        best += [reached == 0] * len(members)
-        reached += 1
-    head = [mid for mid, _ in graph.nearest(query, max(0, round(HEAD_SHARE * budget)))]
+    ids = _pool(graph, query, budget)
     if not ids:
-        return head, graph.vectors(head) @ query if head else np.zeros(0, dtype=np.float32)
+        return [], np.zeros(0, dtype=np.float32)
     vecs = graph.vectors(ids)
     sims: Vector = (vecs @ query).astype(np.float32)
-    in_best = np.asarray(best, dtype=bool)
-    feedback = np.argsort(-sims, kind="stable")[:FEEDBACK]
-    centre = _unit_vector(
-        np.stack([_unit_vector(vecs[in_best]), _unit_vector(vecs[feedback])]).astype(np.float32)
-    )
-    score = sims + CENTRE_WEIGHT * (vecs @ centre) + BEST_BONUS * in_best.astype(np.float32)
-    order = [ids[int(i)] for i in np.argsort(-score, kind="stable")]
+    words = tfidf([graph.memory(m).text for m in ids] + [query_text])
+    match = sims + QUERY_LEXICAL * (words[:-1] @ words[-1])
+    teleport = np.exp((match - match.max()) / TEMPERATURE).astype(np.float32)
+    teleport /= teleport.sum()
+    rank = _propagated(vecs, words[:-1], teleport, neighbours=NEIGHBOURS, restart=RESTART)
+    head = [int(i) for i in np.argsort(-match, kind="stable")[: round(HEAD_SHARE * budget)]]
     taken = set(head)
-    ranked = head + [m for m in order if m not in taken]
-    # Similarities already computed for the units' members; only head memories outside them
-    # are read again.
-    known = dict(zip(ids, sims.tolist(), strict=True))
-    outside = [m for m in head if m not in known]
-    if outside:
-        known.update(zip(outside, (graph.vectors(outside) @ query).tolist(), strict=True))
-    out: Vector = np.asarray([known[m] for m in ranked], dtype=np.float32)
-    return ranked, out
+    order = head + [int(i) for i in np.argsort(-rank, kind="stable") if int(i) not in taken]
+    out: Vector = sims[order]
+    return [ids[i] for i in order], out
 
 
 def budgeted(
-    graph: ConflictGraph, query: Vector, budget: int
+    graph: ConflictGraph, query: Vector, budget: int, query_text: str = ""
 ) -> tuple[list[tuple[str, float]], list[str]]:
     """At most ``budget`` memory ids with their similarity to the query, in recall order, and
     the aspects they fill (in the order first filled)."""
-    ranked, sims = _ranked(graph, query, budget)
+    ranked, sims = _ranked(graph, query, query_text, budget)
     sim = dict(zip(ranked, sims.tolist(), strict=True))
     cluster_cap = max(2, int(budget * CLUSTER_SHARE))
     chosen: dict[str, float] = {}

@@ -213,3 +213,37 @@ def test_budgeted_recall_does_not_let_a_large_cluster_crowd_out_the_bank(agent: 
     ids = agent.recall(query, "u", budget=16).ids
     at = ids.index(by_text[COFFEE[1]])
     assert set(ids[at + 1 : at + 4]) == set(others)
+
+
+CHART = [
+    "Three weeks of the sticker chore chart on the fridge: Lily clears her plate every night "
+    "for a sticker.",
+    "Confession: the chore chart hasn't been touched since early February.",
+    "In mid-March I relaunched the chart with new prizes and it held for two weeks.",
+    "I printed a fresh chart on May 1st and we've done it every day since.",
+]
+NEAR_THE_WORDING = [
+    "Lily set the table for dinner tonight without being asked.",
+    "We had pasta at the kitchen table with Theo's friends.",
+    "Lily wants a new table lamp for her bedroom.",
+    "I bought star stickers for Theo's birthday cards.",
+    "Tonight Lily read Matilda before bed.",
+    "The dining table needs a new coat of varnish.",
+]
+
+
+def test_budgeted_recall_reaches_turns_on_the_subject_that_do_not_share_the_query_wording(
+    agent: Agent,
+) -> None:
+    # One subject told over four months, mostly in words the query does not use, among turns
+    # that share the query's words ("table", "tonight", "stickers") but not its subject.
+    for month, text in enumerate(CHART, start=1):
+        agent.remember_many(_turns([text], f"2025-0{month}-10"), "u")
+    for month, text in enumerate(NEAR_THE_WORDING, start=1):
+        agent.remember_many(_turns([text], f"2025-{month:02d}-20"), "u")
+    by_id = {m.id: m.text for m in agent.memories("u")}
+    query = "Should I give Lily a sticker for clearing the table tonight?"
+    searched = [by_id[h.memory.id] for h in agent.backend.search(query, "u", k=len(CHART))]
+    assert len(set(searched) & set(CHART)) < len(CHART)  # plain search misses some of them
+    got = [by_id[i] for i in agent.recall(query, "u", budget=len(CHART)).ids]
+    assert set(got) == set(CHART)
