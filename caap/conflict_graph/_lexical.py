@@ -56,11 +56,15 @@ def terms(text: str) -> tuple[str, ...]:
     )
 
 
-def tfidf(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+def tfidf(texts: Sequence[str], *, shared_only: bool = False) -> npt.NDArray[np.float32]:
     """Unit TF-IDF rows of ``texts`` over their own vocabulary (``len(texts)`` rows).
 
     Term frequency is sub-linear (``1 + log tf``) and inverse document frequency is smoothed
     over the pool (``log((1 + n) / (1 + df)) + 1``); a text without terms is a zero row.
+
+    With ``shared_only``, the rows are normalised over every term but keep only the columns of
+    terms found in two texts or more: the cosine of two different texts is the same, and the
+    rows (and their products) are much narrower. A row's norm is then at most 1.
     """
     counts = [Counter(terms(t)) for t in texts]
     vocab: dict[str, int] = {}
@@ -79,5 +83,7 @@ def tfidf(texts: Sequence[str]) -> npt.NDArray[np.float32]:
     out *= np.log((1.0 + len(texts)) / (1.0 + df)) + 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
+    if shared_only:
+        out = out[:, df >= 2]
     result: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
     return result

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 Vector = npt.NDArray[np.float32]
 
 #: The pool holds this many memories nearest the query per unit of budget ...
-POOL_FACTOR = 6
+POOL_FACTOR = 10
 #: ... and at least this many.
-POOL_MIN = 60
+POOL_MIN = 100
 #: A topic (or aspect) is scored by the mean of its this many best similarities to the query.
 TOPIC_TOP = 2
 #: Share of the budget given first to the candidates that best match the query.
@@ -174,7 +174,7 @@ def _ranked(
         return [], np.zeros(0, dtype=np.float32)
     vecs = graph.vectors(ids)
     sims: Vector = (vecs @ query).astype(np.float32)
-    words = tfidf([graph.memory(m).text for m in ids] + [query_text])
+    words = tfidf([graph.memory(m).text for m in ids] + [query_text], shared_only=True)
     match = sims + QUERY_LEXICAL * (words[:-1] @ words[-1])
     teleport = np.exp((match - match.max()) / TEMPERATURE).astype(np.float32)
     teleport /= teleport.sum()

@@ -36,3 +36,18 @@ def test_tfidf_of_texts_without_terms_is_zero() -> None:
     rows = tfidf(["ok thanks", "yes"])
     assert rows.shape[0] == 2 and not rows.any()
     assert tfidf([]).shape[0] == 0
+
+
+def test_shared_only_rows_give_the_same_cosines_between_different_texts() -> None:
+    texts = [
+        "Lily loves the chore chart on the fridge",
+        "The chore chart was abandoned in May",
+        "Lily starts swim lessons on Saturday",
+        "Theo builds Lego towers",
+    ]
+    full, shared = tfidf(texts), tfidf(texts, shared_only=True)
+    assert shared.shape[1] < full.shape[1]
+    off = ~np.eye(len(texts), dtype=bool)
+    assert np.allclose((full @ full.T)[off], (shared @ shared.T)[off], atol=1e-6)
+    # The text sharing no term keeps no column: its row is zero.
+    assert not shared[3].any()
