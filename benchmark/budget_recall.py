@@ -7,19 +7,51 @@ The counts equal the ``budget B: FULL search .., graph ..`` lines of the pipelin
 fraction of its time (no policy, no judge).
 
     PYTHONPATH=$PWD python benchmark/budget_recall.py [--dataset PATH] [--interleave 3]
-        [--budgets 10,20,40] [--no-search]
+        [--budgets 10,20,40] [--no-search] [--noise N]
+
+``--noise N`` stores, before each persona's own dialogue, about N user turns of other people's
+conversations (sessions of the blind train split, shuffled with a fixed seed, dated a year
+earlier, without session provenance so they can represent no instance memory except by the
+semantic rule) under the same user: a user with a long unrelated history.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
+from typing import Any
 
 from caap.benchmark.dataset import load_dataset
 from caap.benchmark.observability import observe
 from caap.benchmark.presentation import user_id_for
 from caap.benchmark.tracks import PipelineBank
+
+NOISE_DATASET = "caap/benchmark/data/blind/train/tangle"
+
+
+def noise_batches(turns: int, seed: int = 0) -> list[list[dict[str, Any]]]:
+    """About ``turns`` user turns of other people's sessions, one batch per session."""
+    sessions = [s for inst in load_dataset(NOISE_DATASET) for s in inst.sessions]
+    random.Random(seed).shuffle(sessions)
+    out: list[list[dict[str, Any]]] = []
+    taken = 0
+    for k, s in enumerate(sessions):
+        if taken >= turns:
+            break
+        items = [
+            {
+                "text": t.content,
+                "observed_at": f"2023-{1 + k % 12:02d}-{1 + k % 28:02d}",
+                "provenance": {"turn": str(j)},
+            }
+            for j, t in enumerate(s.turns)
+            if t.role == "user"
+        ]
+        out.append(items)
+        taken += len(items)
+    return out
 
 
 def main() -> None:
@@ -28,6 +60,9 @@ def main() -> None:
     ap.add_argument("--interleave", type=int, default=0, help="mix this many sessions per talk")
     ap.add_argument("--budgets", default="10,20,40", help="comma-separated recall budgets")
     ap.add_argument("--no-search", action="store_true", help="skip the plain-search rows")
+    ap.add_argument(
+        "--noise", type=int, default=0, help="store about N unrelated turns per persona first"
+    )
     args = ap.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     instances = load_dataset(args.dataset)
@@ -36,10 +71,16 @@ def main() -> None:
     search = dict.fromkeys(budgets, 0)
     # Per writing style (the judge-only label; recall never sees it): style -> budget -> counts.
     by_style: dict[str, dict[int, list[int]]] = {}
+    noise = noise_batches(args.noise) if args.noise > 0 else []
+    noisy: set[str] = set()
     with PipelineBank(instances, interleave=args.interleave) as bank:
         for inst in instances:
-            bank.ingest(inst.persona.id)
             user = user_id_for(inst)
+            if noise and user not in noisy:
+                noisy.add(user)
+                for batch in noise:
+                    bank.agent.remember_many(batch, user)
+            bank.ingest(inst.persona.id)
             style = by_style.setdefault(inst.style or "unlabelled", {})
             for b in budgets:
                 got = bank.agent.recall(inst.query, user, budget=b).memories
@@ -57,7 +98,10 @@ def main() -> None:
                 counts[2] += 1
         agreement = bank.topic_agreement()
     n = len(instances)
-    print(f"{n} instances, interleave {args.interleave}, {time.perf_counter() - started:.0f} s")
+    print(
+        f"{n} instances, interleave {args.interleave}, noise {args.noise}, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     for b in budgets:
         row = f"budget {b}: FULL graph {graph[b]}"
         if not args.no_search:
