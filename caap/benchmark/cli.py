@@ -499,8 +499,8 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--budget",
         type=_positive,
         metavar="B",
-        help="pipeline track: the policy sees recall(budget=B), at most B memories from the "
-        "best topics, instead of the k-expansion",
+        help="pipeline track: the policy sees recall(budget=B), at most B memories on the "
+        "query's subject, instead of the k-expansion",
     )
     p.add_argument(
         "--budgets",

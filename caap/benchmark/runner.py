@@ -167,7 +167,7 @@ def run(
         k: Pipeline track: memories the backend search returns.
         bank_path: Pipeline track: keep the agent's data here instead of a temporary directory.
         budget: Pipeline track: the policy sees ``agent.recall(query, user, budget=budget)``
-            (at most ``budget`` memories from the best topics) instead of the k-expansion.
+            (at most ``budget`` memories on the query's subject) instead of the k-expansion.
         budgets: Pipeline track: recall budgets at which plain search, the graph and
             equal-budget search are measured per instance (e.g. ``(10, 20, 40)``).
         sentences: Pipeline track: store one memory per sentence of a turn.
