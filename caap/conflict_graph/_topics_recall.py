@@ -63,11 +63,12 @@ PAGERANK_STEPS = 30
 CLUSTER_SHARE = 0.25
 
 
-def _units(graph: ConflictGraph, query: Vector) -> list[tuple[float, str, bool]]:
-    """Topics and the other aspects, each as ``(score, label, is_topic)``, best first.
+def _best_unit(graph: ConflictGraph, query: Vector) -> tuple[str, bool] | None:
+    """The topic, or aspect of memories outside topic formation, that best matches the query,
+    as ``(label, is_topic)``; ``None`` when there is neither.
 
-    Only scores are computed here; a unit's members are read when it is among the best
-    (:func:`_members`), so a query reads a few topics, not all of them.
+    Each is scored by the mean of its :data:`TOPIC_TOP` best similarities to the query; only
+    scores are computed here, and only the best one's members are read (:func:`_members`).
     """
     units: list[tuple[float, str, bool]] = [
         (score, topic, True) for topic, score in graph.topics.score_topics(query, top=TOPIC_TOP)
@@ -82,8 +83,10 @@ def _units(graph: ConflictGraph, query: Vector) -> list[tuple[float, str, bool]]
         ids = graph.aspect_members(aspect)
         sims = np.sort(graph.vectors(ids) @ query)[::-1][:TOPIC_TOP]
         units.append((float(sims.mean()), aspect, False))
-    units.sort(key=lambda u: -u[0])
-    return units
+    if not units:
+        return None
+    _, label, is_topic = max(units, key=lambda u: u[0])  # the first of equals
+    return label, is_topic
 
 
 def _members(graph: ConflictGraph, label: str, is_topic: bool) -> list[str]:
@@ -120,8 +123,9 @@ def _pool(graph: ConflictGraph, query: Vector, budget: int) -> list[str]:
     size = max(POOL_MIN, POOL_FACTOR * budget)
     pool = [mid for mid, _ in graph.nearest(query, size)]
     seen = set(pool)
-    for _, label, is_topic in _units(graph, query)[:1]:
-        rest = [m for m in _members(graph, label, is_topic) if m not in seen]
+    best = _best_unit(graph, query)
+    if best is not None:
+        rest = [m for m in _members(graph, *best) if m not in seen]
         if rest:
             sims = graph.vectors(rest) @ query
             pool += [rest[int(i)] for i in np.argsort(-sims, kind="stable")[:size]]
