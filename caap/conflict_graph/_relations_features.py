@@ -20,6 +20,8 @@ from caap.conflict_graph.relations import SITUATIONS
 __all__ = [
     "FACET_CLASSES",
     "N_PAIR_SURFACE",
+    "N_PAIR_TAIL",
+    "N_READER",
     "N_SCALARS",
     "SITUATIONS",
     "SITUATION_K",
@@ -76,6 +78,13 @@ def _values(text: str) -> frozenset[str]:
 
 #: Surface comparisons per pair (see :func:`pair_surface`).
 N_PAIR_SURFACE = 7
+#: The pair reader's columns per pair (its probability of each relation; see
+#: :mod:`caap.conflict_graph._pair_reader`).
+N_READER = 7
+#: The last columns of a pair model input: the pair reader's probabilities, then the surface
+#: comparisons. They compare the two texts directly (the rest describes each text), so the
+#: situation model aggregates them and training may weight them up.
+N_PAIR_TAIL = N_READER + N_PAIR_SURFACE
 
 
 def pair_surface(va: Array, vb: Array, ta: Sequence[str], tb: Sequence[str]) -> Array:
@@ -143,17 +152,21 @@ def pair_features(
     tb: Sequence[str],
     fa: Array | None = None,
     fb: Array | None = None,
+    reader: Array | None = None,
 ) -> Array:
     """Pair model input for rows of pairs: ``va[i]``/``vb[i]`` the unit embeddings of
     ``ta[i]``/``tb[i]``; ``fa``/``fb`` their facet-model probabilities (rows over
-    :data:`FACET_CLASSES`; zeros when absent).
+    :data:`FACET_CLASSES`; zeros when absent); ``reader`` the pair reader's probabilities
+    (rows of :data:`N_READER`; zeros when absent).
 
     Symmetric in the two sides (a relation label is): product, absolute difference, mean,
-    and the surface comparisons of :func:`pair_surface` (the last :data:`N_PAIR_SURFACE`
-    columns).
+    then the pair reader's probabilities and the surface comparisons of :func:`pair_surface`
+    (together the last :data:`N_PAIR_TAIL` columns).
     """
     if fa is None or fb is None:
         fa = fb = np.zeros((len(ta), len(FACET_CLASSES)), dtype=np.float32)
+    if reader is None:
+        reader = np.zeros((len(ta), N_READER), dtype=np.float32)
     sa, sb = text_scalars(ta), text_scalars(tb)
     cos = np.sum(va * vb, axis=1, keepdims=True)
     numbers_differ = np.array(
@@ -174,6 +187,7 @@ def pair_features(
             numbers_differ,
             fa * fb,
             fa + fb,
+            reader,
             pair_surface(va, vb, ta, tb),
         ]
     ).astype(np.float32)
@@ -225,10 +239,13 @@ def situation_features(
 
     ``sims``: their query similarities, highest first (``k`` values); ``pair_probs``: the pair
     model's probabilities (rows over ``relations``) for every pair ``i < j`` of them in that
-    order; ``facet_probs``: the facet model's probabilities (rows over :data:`FACET_CLASSES`).
+    order; ``facet_probs``: the facet model's probabilities (rows over :data:`FACET_CLASSES`);
+    ``surface``: the last :data:`N_PAIR_TAIL` columns of those pairs' pair model input (the
+    pair reader's probabilities and the surface comparisons; zeros when absent).
     Out: per relation the max over pairs and the mean weighted by the pair's relevance; per
     facet class the max and the mean; the top three similarities and the mean; the three
-    strongest "related somehow" pair readings. Nothing here depends on a wording.
+    strongest "related somehow" pair readings; the max and weighted mean of every ``surface``
+    column. Nothing here depends on a wording.
     """
     k = len(sims)
     n_rel = len(relations)
@@ -243,7 +260,7 @@ def situation_features(
     if len(facet_probs) == 0:
         facet_probs = np.zeros((1, len(FACET_CLASSES)), dtype=np.float32)
     if surface is None or len(surface) != len(pair_probs):
-        surface = np.zeros((len(pair_probs), N_PAIR_SURFACE), dtype=np.float32)
+        surface = np.zeros((len(pair_probs), N_PAIR_TAIL), dtype=np.float32)
     related = [j for j, r in enumerate(relations) if r != "unrelated"]
     strongest = np.sort(pair_probs[:, related].max(axis=1))[::-1]
     top_sims = np.zeros(3, dtype=np.float32)

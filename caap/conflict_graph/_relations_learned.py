@@ -27,9 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph._pair_reader import PairReader, default_reader_path
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
-    N_PAIR_SURFACE,
+    N_PAIR_TAIL,
     SITUATION_K,
     SITUATIONS,
     pair_features,
@@ -67,6 +68,24 @@ def default_weights_path() -> Path:
     return Path(str(resources.files("caap") / "data" / "relations_learned.npz"))
 
 
+_readers: dict[Path, PairReader] = {}
+_readers_lock = threading.Lock()
+
+
+def _reader_for(weights: Path, card: dict[str, Any]) -> PairReader:
+    """The pair reader the weights were trained with: the file their card names (beside the
+    weights), else the shipped one; one instance per file in the process."""
+    name = (card.get("pair_reader") or {}).get("file")
+    path = (weights.parent / name) if name else default_reader_path()
+    if not path.exists():
+        raise ValueError(f"weights {weights} name the pair reader {path}, which does not exist")
+    with _readers_lock:
+        key = path.resolve()
+        if key not in _readers:
+            _readers[key] = PairReader(path)
+        return _readers[key]
+
+
 _KEYS = (
     "pair_w",
     "pair_b",
@@ -98,6 +117,9 @@ class LearnedRelations:
         weights: An ``.npz`` written by ``caap relations train`` (default: the shipped one).
         embedder: Sentence embedder (default: the packaged all-MiniLM-L6-v2); must be the
             one the weights were trained with.
+        reader: The pair reader whose probabilities the pair model reads (default: the one
+            the weights' card names, else the shipped one); must be the one they were
+            trained with.
 
     Raises:
         ValueError: the weights file lacks an array or does not fit the embedder.
@@ -113,6 +135,7 @@ class LearnedRelations:
         *,
         weights: str | Path | None = None,
         embedder: Embedder | None = None,
+        reader: PairReader | None = None,
     ) -> None:
         self.config = config or GraphConfig()
         self.weights_path = Path(weights) if weights is not None else default_weights_path()
@@ -128,6 +151,7 @@ class LearnedRelations:
         card = self.weights_path.with_suffix(".json")
         self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
         self.embedder = embedder or get_embedder()
+        self.reader = reader or _reader_for(self.weights_path, self.card)
         dim = self.embedder.dimension
         if self._w["risk_w"].shape[0] != 2 * dim:
             raise ValueError(
@@ -215,12 +239,13 @@ class LearnedRelations:
         return self._pair_reading(pairs)[0]
 
     def _pair_reading(self, pairs: Sequence[tuple[str, str]]) -> tuple[Array, Array]:
-        """The pair model's probabilities and the pairs' surface comparisons (the last
-        :data:`N_PAIR_SURFACE` columns of its input), from one feature computation."""
+        """The pair model's probabilities and the pairs' direct comparisons (the pair
+        reader's probabilities and the surface signals: the last :data:`N_PAIR_TAIL` columns
+        of its input), from one feature computation."""
         if not pairs:
             return (
                 np.zeros((0, len(RELATIONS)), dtype=np.float32),
-                np.zeros((0, N_PAIR_SURFACE), dtype=np.float32),
+                np.zeros((0, N_PAIR_TAIL), dtype=np.float32),
             )
         ta, tb = [a for a, _ in pairs], [b for _, b in pairs]
         x = pair_features(
@@ -230,9 +255,10 @@ class LearnedRelations:
             tb,
             self.facet_probabilities(ta),
             self.facet_probabilities(tb),
+            self.reader.probabilities(list(pairs)),
         )
         z = ((x - self._w["pair_mu"]) / self._w["pair_sd"]) @ self._w["pair_w"]
-        return _softmax(z + self._w["pair_b"]), x[:, -N_PAIR_SURFACE:]
+        return _softmax(z + self._w["pair_b"]), x[:, -N_PAIR_TAIL:]
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         """One verdict per pair from the pair model (one batched forward pass)."""

@@ -1,6 +1,6 @@
 """Training the ``learned`` relation layer from TANGLE-format data (needs scikit-learn).
 
-Examples come from two kinds of JSONL line, found anywhere under a directory:
+Examples come from three kinds of JSONL line, found anywhere under a directory:
 
 - **instances** (:class:`caap.benchmark.dataset.Instance`): their judge-only ``pairs`` label
   memory pairs; an instance without ``pairs`` gets labels derived from its type (its core
@@ -11,9 +11,13 @@ Examples come from two kinds of JSONL line, found anywhere under a directory:
   ``old`` turn and an ``update`` are ``supersedes`` (kind ``direct``) or ``invalidates`` (kind
   ``propagated``); two ``old`` turns ``agree``; ``old`` or ``update`` against a
   ``distractor`` is ``unrelated``. Background turns are left out (how they relate is unsaid).
+- **labelled pairs**: ``{"a": TEXT, "b": TEXT, "relation": RELATION, "persona": ID}`` (the
+  ``pairs/`` part of the blind corpus; what the pair reader is trained on).
 
 Models: multinomial logistic regression on standardised features
-(:mod:`caap.conflict_graph._relations_features`) for the pair relations, binary logistic
+(:mod:`caap.conflict_graph._relations_features`, among them the pair reader's probabilities:
+:mod:`caap.conflict_graph._pair_reader`, trained beforehand on other pairs with ``caap
+relations train-reader``) for the pair relations, binary logistic
 regression for high risk. Regularisation is chosen on the dev data (macro F1 / log loss), the
 risk thresholds on dev so that nearly every high-risk dev query is caught. Weights are written
 as ``.npz`` with a JSON card (data checksum, seed, metrics) next to it.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +38,10 @@ import numpy as np
 import numpy.typing as npt
 
 from caap._embeddings import Embedder, get_embedder
+from caap.conflict_graph._pair_reader import PairReader, default_reader_path, train_pair_reader
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
-    N_PAIR_SURFACE,
+    N_PAIR_TAIL,
     SITUATION_K,
     SITUATIONS,
     pair_features,
@@ -46,7 +52,7 @@ from caap.conflict_graph._relations_features import (
 )
 from caap.conflict_graph.relations import RELATIONS
 
-__all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_relations"]
+__all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_reader", "train_relations"]
 
 #: The facet a core memory of an instance of each type shows (the facet model's labels).
 _FACET_OF = {
@@ -146,8 +152,17 @@ def load_corpus(path: str | Path, *, seed: int = 0) -> Corpus:
                 _scenario_pairs(StaleScenario.model_validate(data), corpus)
             elif "memories" in data:
                 _instance_examples(Instance.model_validate(data), corpus, rng)
+            elif {"a", "b", "relation"} <= set(data):
+                if data["relation"] not in RELATIONS:
+                    raise ValueError(f"{f}:{n}: unknown relation {data['relation']!r}")
+                group = str(data.get("persona") or data.get("group") or f.stem)
+                corpus.pairs.append(
+                    PairExample(str(data["a"]), str(data["b"]), data["relation"], group, False)
+                )
             else:
-                raise ValueError(f"{f}:{n}: neither an instance nor a stale scenario")
+                raise ValueError(
+                    f"{f}:{n}: neither an instance, a stale scenario nor a labelled pair"
+                )
     return corpus
 
 
@@ -221,12 +236,14 @@ def _pair_matrix(
     ex: Sequence[PairExample],
     vec: dict[str, npt.NDArray[np.float32]],
     facet: dict[str, npt.NDArray[np.float32]],
+    reader: PairReader,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     va = np.stack([vec[e.a] for e in ex])
     vb = np.stack([vec[e.b] for e in ex])
     fa = np.stack([facet[e.a] for e in ex])
     fb = np.stack([facet[e.b] for e in ex])
-    x = pair_features(va, vb, [e.a for e in ex], [e.b for e in ex], fa, fb)
+    read = reader.probabilities([(e.a, e.b) for e in ex])
+    x = pair_features(va, vb, [e.a for e in ex], [e.b for e in ex], fa, fb, read)
     y = np.array([RELATIONS.index(e.relation) for e in ex], dtype=np.int64)
     return x, y
 
@@ -296,14 +313,19 @@ def train_relations(
     embedder: Embedder | None = None,
     recall: float = 1.0,
     surface_scales: Sequence[float] = (1.0, 3.0, 10.0),
+    reader: str | Path | None = None,
 ) -> dict[str, Any]:
     """Fit the pair and risk models on ``data``, choose settings on ``dev`` (default: a
     quarter of ``data``'s personas held out), write ``out`` (``.npz``) and ``out`` with
     ``.json`` (the card). Returns the card.
 
     ``recall``: the share of high-risk dev queries the HIGH threshold must catch.
-    ``surface_scales``: how much more weight the pair model may give the surface comparisons
-    than an embedding column (the best on dev is kept).
+    ``surface_scales``: how much more weight the pair model may give the direct comparisons
+    (the pair reader's probabilities and the surface signals) than an embedding column (the
+    best on dev is kept).
+    ``reader``: the pair reader's weights (default: the shipped one). It should have been
+    trained on pairs other than ``data``'s, or the pair model learns to trust readings of
+    text the reader has already seen.
     """
     try:
         from sklearn.linear_model import LogisticRegression
@@ -312,6 +334,8 @@ def train_relations(
         raise ImportError("training needs scikit-learn: pip install scikit-learn") from exc
     np.random.seed(seed)
     embedder = embedder or get_embedder()
+    reader_path = Path(reader) if reader is not None else default_reader_path()
+    pair_reader = PairReader(reader_path)
     train = load_corpus(data, seed=seed)
     if dev is None:
         train, held = _split_by_group(train, seed)
@@ -381,8 +405,8 @@ def train_relations(
     facet_w, facet_b = _dense_weights(facet_model, mt.shape[1], len(FACET_CLASSES))
 
     # -- pair model ----------------------------------------------------------------------
-    xt, yt = _pair_matrix(train.pairs, vec, facet)
-    xd, yd = _pair_matrix(held.pairs, vec, facet)
+    xt, yt = _pair_matrix(train.pairs, vec, facet, pair_reader)
+    xd, yd = _pair_matrix(held.pairs, vec, facet, pair_reader)
     mu, sd0 = _standardise(xt)
     # The few surface comparisons (pair_surface, the last columns) compete with hundreds of
     # embedding columns under one L2 penalty; scaling them up after standardising lets the
@@ -390,7 +414,7 @@ def train_relations(
     best: tuple[float, float, Any, float] | None = None
     for scale in surface_scales:
         sd_s = sd0.copy()
-        sd_s[-N_PAIR_SURFACE:] /= scale
+        sd_s[-N_PAIR_TAIL:] /= scale
         for c in grid:
             m = LogisticRegression(C=c, max_iter=3000, class_weight="balanced", random_state=seed)
             m.fit((xt - mu) / sd_s, yt)
@@ -400,7 +424,7 @@ def train_relations(
     assert best is not None
     pair_f1, pair_c, pair_model, surface_scale = best
     sd = sd0.copy()
-    sd[-N_PAIR_SURFACE:] /= surface_scale
+    sd[-N_PAIR_TAIL:] /= surface_scale
     pred = pair_model.predict((xd - mu) / sd)
     w, b = _dense_weights(pair_model, xt.shape[1], len(RELATIONS))
     per_relation = {
@@ -463,6 +487,7 @@ def train_relations(
                 tb,
                 facet_probs(fmodel, ta),
                 facet_probs(fmodel, tb),
+                pair_reader.probabilities(list(pairs)),
             )
             p[:, model.classes_] = model.predict_proba((x - mu_) / sd_)
             return p
@@ -479,11 +504,16 @@ def train_relations(
             top = [texts[int(j)] for j in order]
             pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
             surface = (
-                pair_surface(
-                    np.stack([vec[a] for a, _ in pairs]),
-                    np.stack([vec[b] for _, b in pairs]),
-                    [a for a, _ in pairs],
-                    [b for _, b in pairs],
+                np.hstack(
+                    [
+                        pair_reader.probabilities(pairs),
+                        pair_surface(
+                            np.stack([vec[a] for a, _ in pairs]),
+                            np.stack([vec[b] for _, b in pairs]),
+                            [a for a, _ in pairs],
+                            [b for _, b in pairs],
+                        ),
+                    ]
                 )
                 if pairs
                 else None
@@ -580,6 +610,11 @@ def train_relations(
         "train_files": train.files,
         "dev_data": dev_name,
         "dev_sha256": held.checksum if held.files else None,
+        "pair_reader": {
+            "file": os.path.relpath(reader_path.resolve(), out.resolve().parent),
+            "sha256": hashlib.sha256(reader_path.read_bytes()).hexdigest(),
+            "dev_macro_f1": pair_reader.card.get("dev_macro_f1"),
+        },
         "pair_model": {
             "kind": "multinomial logistic regression, balanced classes",
             "C": pair_c,
@@ -621,7 +656,7 @@ def train_relations(
 
 
 def _cmd_train(args: Any) -> int:
-    card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed)
+    card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed, reader=args.reader)
     pm, rm, sm = card["pair_model"], card["risk_model"], card["situation_model"]
     print(
         f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: pair model dev macro F1 "
@@ -631,6 +666,60 @@ def _cmd_train(args: Any) -> int:
         + (f", situation model dev accuracy {sm['dev_accuracy']:.2f}" if sm.get("trained") else "")
     )
     print(f"use it with: Agent(relations=LearnedRelations(weights={str(args.out)!r}))")
+    return 0
+
+
+def train_reader(
+    data: str | Path | Sequence[str | Path],
+    out: str | Path,
+    *,
+    dev: str | Path | None = None,
+    epochs: int = 4,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Fit the pair reader on every labelled pair under the ``data`` paths (labelled pair
+    lines, and the pairs instances and stale scenarios give; see :func:`load_corpus`),
+    measured on the pairs of ``dev`` when given; write ``out`` and its card. Returns the
+    card."""
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    corpora = [load_corpus(p, seed=seed) for p in paths]
+    train = [(e.a, e.b, e.relation) for c in corpora for e in c.pairs]
+    held = [(e.a, e.b, e.relation) for e in load_corpus(dev, seed=seed).pairs] if dev else []
+    card = {
+        "train_data": [str(p) for p in paths],
+        "train_sha256": [c.checksum for c in corpora],
+        "train_personas": len({e.group for c in corpora for e in c.pairs}),
+        "dev_data": str(dev) if dev else None,
+    }
+    return train_pair_reader(
+        train, out, dev=held, epochs=epochs, lr=lr, seed=seed, card=card, progress=progress
+    )
+
+
+def _cmd_train_reader(args: Any) -> int:
+    import sys
+
+    card = train_reader(
+        args.data,
+        args.out,
+        dev=args.dev,
+        epochs=args.epochs,
+        lr=args.lr,
+        seed=args.seed,
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    dev = (
+        f", dev macro F1 {card['dev_macro_f1']:.3f} ({card['dev_pairs']} pairs)"
+        if "dev_macro_f1" in card
+        else ""
+    )
+    print(
+        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: "
+        f"{card['train_pairs']} training pairs{dev}"
+    )
+    print(f"use it with: caap relations train --reader {args.out} ...")
     return 0
 
 
@@ -649,4 +738,27 @@ def add_relations_parser(sub: Any) -> None:
         "--dev", help="dev data for model settings (default: a quarter of --data's personas)"
     )
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--reader",
+        help="pair reader weights (.npz from `caap relations train-reader`; default: the "
+        "shipped one); train it on other data than --data",
+    )
     t.set_defaults(handler=_cmd_train)
+    r = rsub.add_parser(
+        "train-reader",
+        help="fit the pair reader (MiniLM read as a cross-encoder, LoRA adapters) on "
+        "labelled memory pairs and write its weights",
+    )
+    r.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="directory (searched recursively) or file: labelled pairs (JSONL lines with a, b "
+        "and relation), TANGLE instances with pairs, stale scenarios; repeatable",
+    )
+    r.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
+    r.add_argument("--dev", help="TANGLE-format data whose labelled pairs measure it (optional)")
+    r.add_argument("--epochs", type=int, default=4)
+    r.add_argument("--lr", type=float, default=1e-3)
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(handler=_cmd_train_reader)

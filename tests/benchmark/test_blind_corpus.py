@@ -51,3 +51,26 @@ def test_no_persona_crosses_splits(other: str) -> None:
     assert not _personas("test") & _personas(other)
     if other == "dev" and (ROOT / "train" / "tangle").is_dir():
         assert not _personas("train") & _personas("dev")
+
+
+def test_pair_split_is_labelled_and_shares_no_persona() -> None:
+    """``pairs/`` and ``pairs_values/`` (what a pair reader learns from): every line a labelled
+    pair with a known relation and style, personas of their own writers only."""
+    import json
+
+    from caap.conflict_graph.relations import RELATIONS
+
+    rows = [
+        json.loads(line)
+        for part in ("pairs", "pairs_values")
+        for f in sorted((ROOT / part).glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+    assert len(rows) >= 4000
+    assert {r["relation"] for r in rows} == set(RELATIONS)
+    assert {r["style"] for r in rows} == set(STYLES)
+    assert all(r["a"].strip() and r["b"].strip() for r in rows)
+    personas = {r["persona"] for r in rows}
+    for split in ("test", "train", "dev"):
+        assert not personas & _personas(split)
