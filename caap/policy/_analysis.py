@@ -168,6 +168,11 @@ class Analysis:
     successor: str | None = None
     """When the situation reads as stale state: the later memory the layer reads as most
     likely replacing (or ruling out) the memory nearest the query."""
+    agreement: dict[frozenset[str], float] = field(default_factory=dict)
+    """On a high-stakes query, for pairs of the memories that bear on it most: the share of
+    the pair's "related" reading that is agreement (not a context, time or source conflict),
+    from a layer that reads whole situations; empty otherwise. The guard reads it as positive
+    evidence that someone else's account states the same thing as a first-hand one."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -393,6 +398,11 @@ def analyze(
         situation=situation,
         attributed=attributed,
         successor=_successor(layer, filled, sims) if _reads_stale(situation) else None,
+        agreement=(
+            _agreement(layer, filled, relevant)
+            if situation is not None and RiskTier.HIGH in (tier, guard_risk)
+            else {}
+        ),
     )
 
 
@@ -507,6 +517,37 @@ def _reads_stale(situation: SituationVerdict | None) -> bool:
 
 #: Relations that say the later of two memories replaces or rules out the earlier.
 _REPLACING = ("supersedes", "invalidates", "temporal_change")
+_CONFLICTING = (
+    "context_partition",
+    "temporal_change",
+    "source_contradiction",
+    "supersedes",
+    "invalidates",
+)
+#: How many of the memories bearing on a high-stakes query are read pairwise for agreement.
+AGREEMENT_TOP = 5
+
+
+def _agreement(
+    layer: RelationLayer, filled: Mapping[str, Memory], relevant: list[str]
+) -> dict[frozenset[str], float]:
+    """For every pair of the :data:`AGREEMENT_TOP` most relevant memories: agreement's share
+    of the layer's agreement-or-conflict reading (one batched call)."""
+    top = relevant[:AGREEMENT_TOP]
+    pairs = [(a, b) for k, a in enumerate(top) for b in top[k + 1 :]]
+    if not pairs:
+        return {}
+
+    def view(m: Memory) -> MemoryView:
+        return MemoryView(id=m.id, text=m.text, source=m.source)
+
+    verdicts = layer.relate([(view(filled[a]), view(filled[b])) for a, b in pairs])
+    out = {}
+    for (a, b), v in zip(pairs, verdicts, strict=True):
+        agree = v.probs.get("agree", 0.0)
+        conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
+        out[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
+    return out
 
 
 def _successor(

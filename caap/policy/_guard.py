@@ -8,7 +8,9 @@ decision is checked against the evidence the offline analysis found before anyth
   what the backbone said. A model replying ``"risk": "low"`` cannot lower it.
 * **No commit on a high-risk matter without positive evidence.** On a high-risk query a
   ``commit`` stands only when the claim it commits to is stated by the user or by an
-  authoritative record, and nothing in the recalled cluster disputes it or could supersede it:
+  authoritative record (another source's account of it stands beside such a claim only when
+  the relation layer positively reads the two as agreeing, :attr:`Analysis.agreement`), and
+  nothing in the recalled cluster disputes it or could supersede it:
   an active contradiction / oscillation / context edge touching it, a supersedes or
   invalidation edge pointing at it, or a conflict cluster no later confirmation settled, all
   void it. "No conflict was detected" is not evidence. Otherwise the commit becomes ``verify``
@@ -40,6 +42,10 @@ _DISPUTES = frozenset(
 )
 #: Edges that replace or put in doubt their target (the older memory).
 _REPLACES = frozenset({EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION})
+
+#: The share of a pair's agree-or-conflict reading that must be agreement for someone else's
+#: account to stand beside a first-hand claim (:attr:`Analysis.agreement`).
+AGREEMENT_MIN = 0.5
 
 #: Sources that are the user speaking for themselves.
 _SELF_SOURCES = frozenset(
@@ -123,8 +129,14 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
         edge = _voiding_edge(claim, analysis)
         if edge is not None:
             return f"a {edge.kind.value} edge in the recalled cluster bears on memory {claim}"
+    first = [i for i in claims if _first_hand(analysis.memories[i], analysis.attributed.get(i))]
+    # Someone else's account counts when the layer reads it as stating the same thing as a
+    # first-hand claim (agreement, not a conflict of any kind); never on its own.
     second_hand = [
-        i for i in claims if not _first_hand(analysis.memories[i], analysis.attributed.get(i))
+        i
+        for i in claims
+        if i not in first
+        and not any(analysis.agreement.get(frozenset((i, j)), 0.0) >= AGREEMENT_MIN for j in first)
     ]
     if second_hand:
         sources = sorted({analysis.memories[i].source or "" for i in second_hand} - {""})

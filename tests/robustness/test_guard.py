@@ -142,6 +142,24 @@ def test_a_commit_resting_on_someone_elses_account_becomes_verify() -> None:
     assert kept.action is Action.COMMIT
 
 
+def test_another_account_stands_beside_a_first_hand_claim_only_when_read_as_agreeing() -> None:
+    both = frozenset(("a", "b"))
+    # Read as agreeing with the first-hand claim: positive evidence for both.
+    agree = _analysis({"a": 0.1, "b": 0.8})
+    agree.agreement = {both: 0.9}
+    assert apply_guard(_commit_on("a", "b"), agree).action is Action.COMMIT
+    # Read mostly as a conflict, or just short of agreement: not evidence.
+    for share in (0.1, 0.49):
+        doubt = _analysis({"a": 0.1, "b": 0.8})
+        doubt.agreement = {both: share}
+        out = apply_guard(_commit_on("a", "b"), doubt)
+        assert out.action is Action.VERIFY and "memory b" in out.rationale
+    # Agreement between two second-hand accounts is never enough: one must be first-hand.
+    hearsay = _analysis({"a": 0.8, "b": 0.8})
+    hearsay.agreement = {both: 1.0}
+    assert apply_guard(_commit_on("a", "b"), hearsay).action is Action.VERIFY
+
+
 def test_an_unnamed_source_without_a_reading_is_not_first_hand() -> None:
     out = apply_guard(_commit_on("a"), _analysis({}))
     assert out.action is Action.VERIFY and "not known to be first-hand" in out.rationale
@@ -191,3 +209,30 @@ def test_the_rules_layer_is_guarded_by_the_shipped_risk_model(embedder: Any) -> 
     assert calm.guard_risk is RiskTier.LOW
     # A layer with a risk model of its own needs no second reading.
     assert analyze(mems, MED_QUERY, embedder, relations="learned").guard_risk is None
+
+
+def test_agreement_is_read_on_high_stakes_queries_by_a_situation_reading_layer(
+    embedder: Any,
+) -> None:
+    from caap.policy._analysis import AGREEMENT_TOP, analyze
+
+    mems = [Memory(id=f"m{i}", text=t, user_id="u") for i, t in enumerate(MEDICATION)]
+    learned = analyze(mems, MED_QUERY, embedder, relations="learned")
+    assert learned.risk is RiskTier.HIGH
+    top = learned.relevant[:AGREEMENT_TOP]
+    assert set(learned.agreement) == {
+        frozenset((a, b)) for k, a in enumerate(top) for b in top[k + 1 :]
+    }
+    assert all(0.0 <= v <= 1.0 for v in learned.agreement.values())
+    # Rules read no situation, so a second-hand account never counts under them.
+    assert analyze(mems, MED_QUERY, embedder, relations="rules").agreement == {}
+    calm = analyze(
+        [
+            Memory(id="c", text="I usually order a flat white with oat milk.", user_id="u"),
+            Memory(id="d", text="My flat white always comes with oat milk.", user_id="u"),
+        ],
+        "What's my usual coffee order?",
+        embedder,
+        relations="learned",
+    )
+    assert calm.risk is not RiskTier.HIGH and calm.agreement == {}
