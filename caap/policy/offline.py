@@ -79,7 +79,8 @@ def decide_offline(a: Analysis) -> Decision:
     as a whole (:attr:`Analysis.situation`), the action is the one that fits best in
     expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
     graph's choice as a small prior; a commit the graph justified by a later confirmation or
-    by the query naming the context stands, and so does the stale-state logic.
+    by the query naming the context stands, and so does the stale-state logic. The reading
+    never turns an unresolved source contradiction the graph typed into a commit.
     """
     d = _decide_graph(a)
     s = a.situation
@@ -91,6 +92,11 @@ def decide_offline(a: Analysis) -> Decision:
         return d  # nothing on record bears on the query: asking is the answer
     high = a.risk is RiskTier.HIGH
     action = choose_under_uncertainty(s.probs, high_risk=high, graph_action=d.action)
+    if action is Action.COMMIT and d.conflict_type is ConflictType.SCC:
+        # A source contradiction the graph typed and nothing settled is not dismissed by a
+        # reading of the memories as a whole: the risk reading can miss high stakes, and a
+        # commit over disagreeing sources is then an unsafe answer.
+        return d
     top = max(s.probs, key=lambda k: s.probs[k])
     newest = top == "STALE" and action in (Action.COMMIT, Action.VERIFY)
     if action is d.action and not (newest and d.conflict_type is ConflictType.NONE):

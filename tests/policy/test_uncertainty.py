@@ -125,3 +125,28 @@ def test_a_stale_reading_answers_from_the_later_state_and_names_it_history() -> 
     assert r.cited_memory_ids[0] == "new"
     assert "replace" in r.text and "Zen line" in r.text
     assert "These agree" not in r.text
+
+
+def test_an_agreeing_reading_never_commits_over_a_typed_source_contradiction() -> None:
+    from caap.models import ConflictCluster, ConflictType
+    from caap.policy.offline import decide_offline
+
+    a = _analysis({"NONE": 0.95, "SCC": 0.05})
+    a.memories["a"] = a.memories["a"].model_copy(update={"source": "her brother"})  # type: ignore[attr-defined]
+    a.memories["b"] = a.memories["b"].model_copy(update={"source": "her sister"})  # type: ignore[attr-defined]
+    a.cluster = ConflictCluster(  # type: ignore[attr-defined]
+        id="c",
+        user_id="lena",
+        aspect="coffee",
+        memory_ids=["a", "b"],
+        conflict_type=ConflictType.SCC,
+        unresolved="which source is authoritative: the school app vs her sister",
+        sides={"her brother": ["a"], "her sister": ["b"]},
+        source_count=2,
+    )
+    d = decide_offline(a)  # type: ignore[arg-type]
+    assert d.conflict_type is ConflictType.SCC
+    assert d.action is not Action.COMMIT and "fits the likely readings" not in d.rationale
+    # Without the typed conflict, the same reading commits.
+    a.cluster = None  # type: ignore[attr-defined]
+    assert decide_offline(a).action is Action.COMMIT  # type: ignore[arg-type]
