@@ -3,16 +3,16 @@
 Inference is numpy over weights shipped as package data
 (``caap/data/relations_learned.npz``, with a JSON card recording the training data's checksum,
 the seed and the dev metrics), plus one MiniLM forward pass (torch) per pair not read before,
-by the pair reader (``caap/data/pair_reader.npz``). Train your own with ``caap relations train --data DIR --out
-FILE`` and load them with ``LearnedRelations(weights=FILE)``.
+by the pair reader (``caap/data/pair_reader.npz``). Train your own with ``caap relations train
+--data DIR --out FILE`` and load them with ``LearnedRelations(weights=FILE)``.
 
-What is learned: the pair relation (a softmax over :data:`~caap.conflict_graph.relations.RELATIONS`,
-reading among its inputs the pair reader's probabilities: the packaged MiniLM as a
-cross-encoder over both texts, :mod:`caap.conflict_graph._pair_reader`) and the query risk
-(probability of high stakes). Facet *spans* (the source's name, the
-condition clause, absolute dates) are still read by the offline extractor, since the graph
-needs them as strings for sides and time order; whether two memories conflict and how is the
-pair model's call.
+What is learned: the pair relation (a softmax over
+:data:`~caap.conflict_graph.relations.RELATIONS`, reading among its inputs the pair reader's
+probabilities: the packaged MiniLM as a cross-encoder over both texts,
+:mod:`caap.conflict_graph._pair_reader`) and the query risk (probability of high stakes).
+Facet *spans* (the source's name, the condition clause, absolute dates) are still read by the
+offline extractor, since the graph needs them as strings for sides and time order; whether two
+memories conflict and how is the pair model's call.
 """
 
 from __future__ import annotations
