@@ -304,8 +304,23 @@ def _standardise(
     return mu.astype(np.float32), sd.astype(np.float32)
 
 
+def _load_all(paths: Sequence[str | Path], seed: int) -> Corpus:
+    """One corpus from several paths (file names keyed by their path, for the checksum)."""
+    if len(paths) == 1:
+        return load_corpus(paths[0], seed=seed)
+    out = Corpus()
+    for p in paths:
+        c = load_corpus(p, seed=seed)
+        out.pairs += c.pairs
+        out.risks += c.risks
+        out.memories += c.memories
+        out.situations += c.situations
+        out.files.update({f"{p}/{name}": digest for name, digest in c.files.items()})
+    return out
+
+
 def train_relations(
-    data: str | Path,
+    data: str | Path | Sequence[str | Path],
     out: str | Path,
     *,
     dev: str | Path | None = None,
@@ -315,9 +330,9 @@ def train_relations(
     surface_scales: Sequence[float] = (1.0, 3.0, 10.0),
     reader: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Fit the pair and risk models on ``data``, choose settings on ``dev`` (default: a
-    quarter of ``data``'s personas held out), write ``out`` (``.npz``) and ``out`` with
-    ``.json`` (the card). Returns the card.
+    """Fit the pair and risk models on ``data`` (one path or several), choose settings on
+    ``dev`` (default: a quarter of ``data``'s personas held out), write ``out`` (``.npz``)
+    and ``out`` with ``.json`` (the card). Returns the card.
 
     ``recall``: the share of high-risk dev queries the HIGH threshold must catch.
     ``surface_scales``: how much more weight the pair model may give the direct comparisons
@@ -336,10 +351,14 @@ def train_relations(
     embedder = embedder or get_embedder()
     reader_path = Path(reader) if reader is not None else default_reader_path()
     pair_reader = PairReader(reader_path)
-    train = load_corpus(data, seed=seed)
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    if not paths:
+        raise ValueError("no training data given")
+    train = _load_all(paths, seed)
     if dev is None:
         train, held = _split_by_group(train, seed)
-        dev_name = f"{Path(data).name} (a quarter of its personas, seed {seed})"
+        names = ", ".join(Path(p).name for p in paths)
+        dev_name = f"{names} (a quarter of its personas, seed {seed})"
     else:
         held = load_corpus(dev, seed=seed)
         dev_name = str(dev)
@@ -605,7 +624,7 @@ def train_relations(
         "relations": list(RELATIONS),
         "embedder": embedder.model_name,
         "seed": seed,
-        "train_data": str(data),
+        "train_data": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths],
         "train_sha256": train.checksum,
         "train_files": train.files,
         "dev_data": dev_name,
@@ -732,7 +751,13 @@ def add_relations_parser(sub: Any) -> None:
         help="fit the learned relation layer on TANGLE-format JSONL (instances and stale "
         "scenarios) and write its weights",
     )
-    t.add_argument("--data", required=True, help="directory (searched recursively) or file")
+    t.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="directory (searched recursively) or file; repeatable (labelled pair lines "
+        "train the pair model only)",
+    )
     t.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     t.add_argument(
         "--dev", help="dev data for model settings (default: a quarter of --data's personas)"

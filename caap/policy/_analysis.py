@@ -335,8 +335,8 @@ def analyze(
             src = filled[i].source
             if src and _text.normalize_source(src) not in _SELF:
                 by_source.setdefault(src, []).append(i)
-        if len(by_source) >= 2:
-            ids = [i for v in by_source.values() for i in v]
+        ids = [i for v in by_source.values() for i in v]
+        if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source):
             cluster = ConflictCluster(
                 id=f"{user}::query-view",
                 user_id=user,
@@ -528,13 +528,21 @@ _CONFLICTING = (
 AGREEMENT_TOP = 5
 
 
+#: Agreement's share of a pair's agree-or-conflict reading from which two parties' accounts
+#: read as one (the guard holds second-hand claims to the same share).
+AGREEMENT_SHARE = 0.5
+
+
 def _agreement(
-    layer: RelationLayer, filled: Mapping[str, Memory], relevant: list[str]
+    layer: RelationLayer,
+    filled: Mapping[str, Memory],
+    relevant: list[str],
+    top: int = AGREEMENT_TOP,
 ) -> dict[frozenset[str], float]:
-    """For every pair of the :data:`AGREEMENT_TOP` most relevant memories: agreement's share
-    of the layer's agreement-or-conflict reading (one batched call)."""
-    top = relevant[:AGREEMENT_TOP]
-    pairs = [(a, b) for k, a in enumerate(top) for b in top[k + 1 :]]
+    """For every pair of the ``top`` most relevant memories: agreement's share of the
+    layer's agreement-or-conflict reading (one batched call)."""
+    top_ids = relevant[:top]
+    pairs = [(a, b) for k, a in enumerate(top_ids) for b in top_ids[k + 1 :]]
     if not pairs:
         return {}
 
@@ -548,6 +556,23 @@ def _agreement(
         conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
         out[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
     return out
+
+
+def _parties_agree(
+    layer: RelationLayer, filled: Mapping[str, Memory], by_source: Mapping[str, list[str]]
+) -> bool:
+    """True when a layer that reads situations reads every account of one party as agreeing
+    with every account of each other party (:func:`_agreement`'s share at least one half):
+    several parties speaking is then corroboration, not a conflict. Always false for a layer
+    that does not read situations (``rules``): there several parties are treated as a
+    conflict, the cautious reading."""
+    if getattr(layer, "situation", None) is None:
+        return False
+    ids = [i for v in by_source.values() for i in v]
+    party = {i: src for src, v in by_source.items() for i in v}
+    shares = _agreement(layer, filled, ids, top=len(ids))
+    cross = [v for pair, v in shares.items() if len({party[i] for i in pair}) == 2]
+    return bool(cross) and min(cross) >= AGREEMENT_SHARE
 
 
 def _successor(

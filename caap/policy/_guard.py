@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictEdge, Decision, EdgeKind, Memory, Response, RiskTier
-from caap.policy._analysis import Analysis, max_risk, second_person, short
+from caap.policy._analysis import AGREEMENT_SHARE, Analysis, max_risk, second_person, short
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
 
@@ -44,8 +44,9 @@ _DISPUTES = frozenset(
 _REPLACES = frozenset({EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION})
 
 #: The share of a pair's agree-or-conflict reading that must be agreement for someone else's
-#: account to stand beside a first-hand claim (:attr:`Analysis.agreement`).
-AGREEMENT_MIN = 0.5
+#: account to stand beside a first-hand claim (:attr:`Analysis.agreement`); the analysis
+#: reads several parties' accounts as one from the same share.
+AGREEMENT_MIN = AGREEMENT_SHARE
 
 #: Sources that are the user speaking for themselves.
 _SELF_SOURCES = frozenset(

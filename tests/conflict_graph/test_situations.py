@@ -67,7 +67,10 @@ def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> Non
     from caap.conflict_graph._relations_train import train_relations
 
     out = tmp_path / "w.npz"
-    card = train_relations(BLIND / "dev", out, embedder=embedder, seed=1)
+    # Several data paths train one model; the card names each.
+    parts = [BLIND / "dev" / "tangle", BLIND / "dev" / "stale"]
+    card = train_relations(parts, out, embedder=embedder, seed=1)
+    assert card["train_data"] == [str(p) for p in parts]
     sm = card["situation_model"]
     assert sm["trained"] and sm["classes"] == list(SITUATIONS)
     assert sm["train_queries"] > 0 and sm["dev_queries"] > 0

@@ -236,3 +236,42 @@ def test_agreement_is_read_on_high_stakes_queries_by_a_situation_reading_layer(
         relations="learned",
     )
     assert calm.risk is not RiskTier.HIGH and calm.agreement == {}
+
+
+def _reading_every_pair_as(relation: str) -> Any:
+    """The shipped learned layer, except that it reads every pair as ``relation`` (the
+    reading under test; facets, risk and situations are the layer's own)."""
+    from caap.conflict_graph import LearnedRelations
+    from caap.conflict_graph.relations import RELATIONS, PairVerdict
+
+    class Reads(LearnedRelations):
+        def relate(self, pairs: Any) -> list[PairVerdict]:
+            probs = {r: (0.94 if r == relation else 0.01) for r in RELATIONS}
+            return [PairVerdict.from_probs(probs) for _ in pairs]
+
+    return Reads()
+
+
+PARTIES = [
+    ("Dr Cardoso", "Dr Cardoso, her cardiologist, prescribed amlodipine 5 mg each morning."),
+    ("the pharmacy label", "The pharmacy label reads amlodipine 5 mg, one tablet in the morning."),
+    ("Miguel", "Miguel fills her pill organiser with one 5 mg amlodipine tablet each morning."),
+]
+
+
+def test_several_parties_are_a_source_conflict_unless_read_as_agreeing(embedder: Any) -> None:
+    from caap.policy._analysis import analyze
+
+    mems = [
+        Memory(id=f"p{i}", text=t, source=s, user_id="u") for i, (s, t) in enumerate(PARTIES)
+    ]
+    query = "How much amlodipine should she take, and when?"
+    agree = analyze(mems, query, embedder, relations=_reading_every_pair_as("agree"))
+    assert agree.risk is RiskTier.HIGH
+    assert agree.cluster is None or agree.cluster.conflict_type is not ConflictType.SCC
+    # The same parties read as contradicting each other: a source conflict.
+    doubt = analyze(mems, query, embedder, relations=_reading_every_pair_as("source_contradiction"))
+    assert doubt.cluster is not None and doubt.cluster.conflict_type is ConflictType.SCC
+    # Rules read no agreement: several parties on a high-stakes matter stay a conflict.
+    rules = analyze(mems, query, embedder, relations="rules")
+    assert rules.cluster is not None and rules.cluster.conflict_type is ConflictType.SCC
