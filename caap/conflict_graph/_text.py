@@ -432,16 +432,40 @@ def content_words(text: str) -> list[str]:
 _SPEAKER = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|myself)\b")
 
 
+#: Calendar words are capitalised but never anyone's name.
+_CALENDAR = (
+    frozenset(MONTHS)
+    | frozenset(SEASONS)
+    | {
+        d + s
+        for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+        for s in ("", "s")
+    }
+)
+#: From this share of a user's texts in their own words ("I", "my") on, the texts are the
+#: user's own account: any name frequent in them is someone or something the user talks
+#: about, not the user (blind train split: such texts never carry the user's name, and a
+#: lower bar took a provider, a child or a drug for the user in one chat in six).
+OWN_WORDS_SHARE = 0.15
+
+
+def spoken_by_user(text: str) -> bool:
+    """True for an account in the user's own words (first person, not a question: a request
+    to the assistant is not an account of anything)."""
+    return _SPEAKER.search(text) is not None and not text.rstrip().endswith("?")
+
+
 def name_tokens(text: str) -> set[str]:
     """Capitalised tokens of one text (candidates for the user's own name).
 
     A text in the user's own words ("I", "my") names other people, firms and places, never
     the user: it offers no candidate (else a dentist or an internet provider mentioned in
-    most of a user's chat turns would be taken for the user and written as "you").
+    most of a user's chat turns would be taken for the user and written as "you"). Calendar
+    words (months, weekdays, seasons) are never candidates.
     """
     if _SPEAKER.search(text):
         return set()
-    return {m.group(1) for m in _NAMEISH.finditer(text)}
+    return {m.group(1) for m in _NAMEISH.finditer(text) if m.group(1).lower() not in _CALENDAR}
 
 
 def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int = 2) -> set[str]:
@@ -451,18 +475,21 @@ def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int 
     they inflate every embedding similarity between that user's memories.
     """
     df: Counter[str] = Counter()
-    n = 0
+    n = spoken = 0
     for t in texts:
         df.update(name_tokens(t))
         n += 1
-    return subject_from_counts(df, n, min_share, min_count)
+        spoken += spoken_by_user(t)
+    return subject_from_counts(df, n, min_share, min_count, spoken=spoken)
 
 
 def subject_from_counts(
-    df: Counter[str], n: int, min_share: float = 0.25, min_count: int = 2
+    df: Counter[str], n: int, min_share: float = 0.25, min_count: int = 2, *, spoken: int = 0
 ) -> set[str]:
-    """:func:`subject_names` from kept document frequencies (incremental use)."""
-    if not n:
+    """:func:`subject_names` from kept document frequencies (incremental use); ``spoken``:
+    how many of the ``n`` texts are in the user's own words (from
+    :data:`OWN_WORDS_SHARE` of them on, no name is the user's)."""
+    if not n or spoken >= OWN_WORDS_SHARE * n:
         return set()
     need = max(min_count, int(min_share * n + 0.999))
     frequent = [(c, w) for w, c in df.items() if c >= need and w.lower() not in STOPWORDS]

@@ -219,6 +219,7 @@ class ConflictGraph:
         # Document frequency of capitalised tokens, kept incrementally (no rescans).
         self._name_df: Counter[str] = Counter()
         self._n_texts = 0
+        self._n_spoken = 0
         self.dependencies = dependencies if dependencies is not None else DEFAULT_DEPENDENCIES
         self.classifier = classifier
         self._facet_names = list(self.dependencies.descriptions)
@@ -563,7 +564,10 @@ class ConflictGraph:
         for t in texts:
             self._name_df.update(_text.name_tokens(t))
             self._n_texts += 1
-        self._subject = _text.subject_from_counts(self._name_df, self._n_texts)
+            self._n_spoken += _text.spoken_by_user(t)
+        self._subject = _text.subject_from_counts(
+            self._name_df, self._n_texts, spoken=self._n_spoken
+        )
 
     def _insert(self, memory: Memory, vector: Vector) -> None:
         self._mem[memory.id] = memory

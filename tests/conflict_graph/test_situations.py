@@ -91,6 +91,21 @@ def test_the_users_own_words_offer_no_name_for_the_user() -> None:
     assert _text.subject_names(chat) == set()
     told = ["Maya takes her tea black.", "Maya's GP is Dr Osei.", "Maya walks to work."]
     assert _text.subject_names(told) == {"Maya"}
+    # Turns without "I" in a conversation the user tells in their own words name a provider,
+    # not the user; a month is nobody's name.
+    mixed = [
+        "Renewed my Vodafone fibre today: 600 Mb for another year.",
+        "Lola is refusing her new cat food.",
+        "My students' exams start on 20 May.",
+        "On 12 September the Digi technician came and installed the fibre.",
+        "Digi's September bill arrived: 20 euros.",
+        "Thinking about a weekend in Asturias.",
+    ]
+    assert _text.subject_names(mixed) == set()
+    assert _text.subject_names(mixed[3:5] + told[:1]) == {"Digi"}  # nothing says otherwise
+    assert "September" not in _text.name_tokens("On 12 September the Digi technician came.")
+    # A request to the assistant is not the user's account: the notes still name the user.
+    assert _text.subject_names(["Can you give me a recipe?", *told]) == {"Maya"}
 
 
 class _Counting:
