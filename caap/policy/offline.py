@@ -264,8 +264,9 @@ def _decide_graph(a: Analysis) -> Decision:
 
 
 def _decide_propagated(a: Analysis, make: Callable[..., Decision]) -> Decision:
-    """A change elsewhere (an injury, a move) puts a habit in doubt: say so, and unless the
-    change states how far it reaches, do not silently drop the habit or keep it."""
+    """A change elsewhere (an injury, a move) puts a habit in doubt: say so, plan for the
+    current state, and unless the change states that the habit is off, check before going
+    back to it (``verify``) rather than offering the old habit as an equal branch."""
     s = a.stale
     assert s is not None
     # Name every change that reaches the habit (an injury and a move may both).
@@ -283,17 +284,12 @@ def _decide_propagated(a: Analysis, make: Callable[..., Decision]) -> Decision:
             "state." + premise,
         )
     missing = f"whether '{change}' still affects '{habit}', and for how long"
-    if a.risk is RiskTier.HIGH:
-        return make(
-            Action.CLARIFY,
-            "a later change may stop an earlier habit, its extent is unknown and a wrong "
-            "guess is costly; ask before planning on either." + premise,
-            missing,
-        )
+    # Stale state is acted on as it stands now: the habit is put on hold, not offered as one
+    # of two equal branches, and what would bring it back is checked first.
     return make(
-        Action.CONDITIONALIZE,
-        "a later change may stop an earlier habit, but how serious or lasting it is is not "
-        "known; answer for both cases and ask." + premise,
+        Action.VERIFY,
+        "a later change likely stops an earlier habit, but how serious or lasting it is is not "
+        "known; plan for the current state and check before going back to the habit." + premise,
         missing,
     )
 
@@ -685,6 +681,14 @@ def _stale_propagated(a: Analysis, d: Decision, r: _Draft, change: str, habit: s
         r.say(f"Something changed since you told me that {habit}: {change}.")
     if d.action is Action.COMMIT:
         r.say(f"So I'd plan for the current situation and put the earlier habit ({habit}) on hold.")
+        return
+    if d.action is Action.VERIFY:
+        r.say(
+            "That likely affects it for now, so I'd plan for the current situation and put the "
+            f"earlier habit ({habit}) on hold. Your memories don't say how serious the change "
+            "is or how long it lasts, so check that before going back to it."
+        )
+        r.ask("Does that change still affect this, and for how long?")
         return
     r.say(
         "That likely affects it for now, but your memories don't say how serious the change "

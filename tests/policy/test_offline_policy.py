@@ -278,17 +278,21 @@ def test_a_question_about_the_current_state_is_not_treated_as_a_premise(
     assert "Portland" in r.text.split("\n")[0]
 
 
-def test_uncertain_propagated_invalidation_conditionalizes(rules_policy: CaapPolicy) -> None:
+def test_uncertain_propagated_invalidation_acts_on_the_current_state_and_verifies(
+    rules_policy: CaapPolicy,
+) -> None:
     # Tests the rules layer: only it applies the default dependency map unasked.
     r = rules_policy.respond(
         _dated(STALE_HISTORY),
         "Since I ride my bike to work every day, plan my bike maintenance for next month.",
     )
     assert r.decision.conflict_type is ConflictType.STALE
-    assert r.decision.action is Action.CONDITIONALIZE
+    assert r.decision.action is Action.VERIFY
     assert r.text.startswith("Your question assumes")
     assert "broke your leg" in r.text  # the change, in the user's words, second person
-    assert len(r.branches) == 2 and r.questions
+    # The old habit is put on hold, not offered as an equal branch; what would restore it is
+    # asked.
+    assert "on hold" in r.text and not r.branches and r.questions
     assert {"leg", "bike"} <= set(r.cited_memory_ids)
     assert r.decision.missing_information and "leg" in r.decision.missing_information
 
