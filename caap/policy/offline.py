@@ -30,8 +30,11 @@ _ACTION_REQUEST = re.compile(
 )
 
 
-#: Below this query similarity no memory is taken to bear on the query.
-_MIN_SUPPORT = 0.3
+#: Below this query similarity no memory is taken to bear on the query. Chosen on the blind
+#: train split: the nearest memory of an instance's own conflict lies below 0.3 in 23 of 240
+#: instances (a question worded far from what was said) and below 0.2 in 4; memories of
+#: nothing like the query sit near 0.
+_MIN_SUPPORT = 0.2
 
 
 def _sides(a: Analysis) -> dict[str, list[str]]:
