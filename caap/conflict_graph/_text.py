@@ -472,24 +472,23 @@ def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int 
     """Capitalised tokens frequent enough across one user's texts to be the user's own name.
 
     Such tokens carry no topical information (like a high document frequency in IDF), and
-    they inflate every embedding similarity between that user's memories.
+    they inflate every embedding similarity between that user's memories, so they are masked
+    from similarities whoever they name. Whether they are the *user* (and may be written as
+    "you") is :func:`user_names`'s call.
     """
     df: Counter[str] = Counter()
-    n = spoken = 0
+    n = 0
     for t in texts:
         df.update(name_tokens(t))
         n += 1
-        spoken += spoken_by_user(t)
-    return subject_from_counts(df, n, min_share, min_count, spoken=spoken)
+    return subject_from_counts(df, n, min_share, min_count)
 
 
 def subject_from_counts(
-    df: Counter[str], n: int, min_share: float = 0.25, min_count: int = 2, *, spoken: int = 0
+    df: Counter[str], n: int, min_share: float = 0.25, min_count: int = 2
 ) -> set[str]:
-    """:func:`subject_names` from kept document frequencies (incremental use); ``spoken``:
-    how many of the ``n`` texts are in the user's own words (from
-    :data:`OWN_WORDS_SHARE` of them on, no name is the user's)."""
-    if not n or spoken >= OWN_WORDS_SHARE * n:
+    """:func:`subject_names` from kept document frequencies (incremental use)."""
+    if not n:
         return set()
     need = max(min_count, int(min_share * n + 0.999))
     frequent = [(c, w) for w, c in df.items() if c >= need and w.lower() not in STOPWORDS]
@@ -498,6 +497,22 @@ def subject_from_counts(
     # The user is the most frequent name; others (a sister, a doctor) are sources or topics.
     top = max(frequent)[0]
     return {w for c, w in frequent if c == top}
+
+
+def user_names(subject: Iterable[str], n: int, spoken: int) -> set[str]:
+    """Of the frequent names (:func:`subject_names`), the ones taken for the user: none when
+    :data:`OWN_WORDS_SHARE` or more of the user's ``n`` texts are the user's own account
+    (``spoken``, :func:`spoken_by_user`), where a frequent name is someone or something the
+    user talks about; never a calendar word."""
+    if not n or spoken >= OWN_WORDS_SHARE * n:
+        return set()
+    return {w for w in subject if w.lower() not in _CALENDAR}
+
+
+def user_names_of(texts: Iterable[str]) -> set[str]:
+    """:func:`user_names` of ``texts`` (see :func:`subject_names`)."""
+    texts = list(texts)
+    return user_names(subject_names(texts), len(texts), sum(map(spoken_by_user, texts)))
 
 
 def mask_names(text: str, names: set[str]) -> str:

@@ -304,8 +304,15 @@ class ConflictGraph:
 
     @property
     def subject(self) -> frozenset[str]:
-        """Name tokens taken to be the user's own name (masked from value embeddings)."""
+        """Name tokens frequent across the user's texts (masked from value embeddings)."""
         return frozenset(self._subject)
+
+    @property
+    def user_names(self) -> frozenset[str]:
+        """Of :attr:`subject`, the names taken for the user themselves (written as "you" in
+        answers): none when the user tells their own story in the first person
+        (:func:`caap.conflict_graph._text.user_names`)."""
+        return frozenset(_text.user_names(self._subject, self._n_texts, self._n_spoken))
 
     def timeline(self, ids: Sequence[str]) -> TemporalReading:
         """How the user's own dated statements among ``ids`` read in time order."""
@@ -565,9 +572,7 @@ class ConflictGraph:
             self._name_df.update(_text.name_tokens(t))
             self._n_texts += 1
             self._n_spoken += _text.spoken_by_user(t)
-        self._subject = _text.subject_from_counts(
-            self._name_df, self._n_texts, spoken=self._n_spoken
-        )
+        self._subject = _text.subject_from_counts(self._name_df, self._n_texts)
 
     def _insert(self, memory: Memory, vector: Vector) -> None:
         self._mem[memory.id] = memory

@@ -153,6 +153,8 @@ class Analysis:
     resolution: Memory | None = None
     """A later confirmation from the user or a verified source that settles the cluster."""
     subject: set[str] = field(default_factory=set)
+    """The user's own name tokens, written as "you" in answers (the graph's
+    ``user_names``; empty when the user tells their own story in the first person)."""
     source_view: SourceView | None = None
     """For a source contradiction: which source the user's confirmed outcomes favour."""
     stale: StaleView | None = None
@@ -388,7 +390,7 @@ def analyze(
         timeline=timeline,
         settled_side=_settled_side(cluster, query, set(view.subject)) if cluster else None,
         resolution=resolution,
-        subject=set(view.subject),
+        subject=set(view.user_names),
         source_view=source_view(cluster, filled, reliability),
         stale=(
             _stale_view(cluster, filled, sims, query, {i: view.extraction(i) for i in filled})
@@ -411,6 +413,8 @@ class _GraphLike(Protocol):
 
     @property
     def subject(self) -> frozenset[str]: ...
+    @property
+    def user_names(self) -> frozenset[str]: ...
     def memory(self, memory_id: str) -> Memory: ...
     def memories(self) -> list[Memory]: ...
     def vector(self, memory_id: str) -> npt.NDArray[np.float32]: ...
@@ -435,6 +439,10 @@ class _Restricted:
     @property
     def subject(self) -> frozenset[str]:
         return self._g.subject
+
+    @property
+    def user_names(self) -> frozenset[str]:
+        return self._g.user_names
 
     def memory(self, memory_id: str) -> Memory:
         return self._g.memory(memory_id)
