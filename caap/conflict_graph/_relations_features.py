@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from caap.conflict_graph import _text
+from caap.conflict_graph._values import values
 from caap.conflict_graph.relations import SITUATIONS
 
 __all__ = [
@@ -52,28 +53,11 @@ def _numbers(text: str) -> frozenset[str]:
 
 
 _WORD = re.compile(r"[^\W_]+", re.U)
-_VALUE = re.compile(r"\d+(?:[.,:]\d+)?")
 
 
 def _words(text: str) -> frozenset[str]:
     """Lower-cased word tokens of three or more characters, and every number token."""
     return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 or w.isdigit())
-
-
-def _values(text: str) -> frozenset[str]:
-    """Numeric values written in a canonical form: ``475.00`` and ``475`` are one value,
-    ``0,15`` and ``0.15`` too; clock times (``18:30``) are kept as written."""
-    out = set()
-    for tok in _VALUE.findall(text):
-        if ":" in tok:
-            h, _, m = tok.partition(":")
-            out.add(f"{int(h)}:{m}")
-            continue
-        try:
-            out.add(f"{float(tok.replace(',', '.')):g}")
-        except ValueError:  # pragma: no cover - the pattern only matches numbers
-            out.add(tok)
-    return frozenset(out)
 
 
 #: Surface comparisons per pair (see :func:`pair_surface`).
@@ -90,16 +74,17 @@ N_PAIR_TAIL = N_READER + N_PAIR_SURFACE
 def pair_surface(va: Array, vb: Array, ta: Sequence[str], tb: Sequence[str]) -> Array:
     """How alike two memories are on the surface, per pair: the cosine of their embeddings
     and its excess over 0.6 (near-duplicates), the share of words they have in common (of
-    the union and of the shorter), whether both carry a number and share one, whether they
-    carry the same numbers, and whether both carry numbers and share none. These are the
-    signals that two differently worded memories state one value (agreement), with no word
-    list behind them."""
+    the union and of the shorter), and of the values they state
+    (:func:`caap.conflict_graph._values.values`, one canonical form for "£475.00" and "four
+    seventy-five"): whether both state values and share one, whether the values of one are
+    among the other's, and whether both state values and share none. These are the signals
+    that two differently worded memories state one value (agreement) or different ones."""
     cos = np.sum(va * vb, axis=1)
     out = np.zeros((len(ta), N_PAIR_SURFACE), dtype=np.float32)
     for i, (x, y) in enumerate(zip(ta, tb, strict=True)):
         wx, wy = _words(x), _words(y)
         common = len(wx & wy)
-        nx, ny = _values(x), _values(y)
+        nx, ny = values(x), values(y)
         both = bool(nx) and bool(ny)
         out[i] = (
             cos[i],
@@ -107,7 +92,7 @@ def pair_surface(va: Array, vb: Array, ta: Sequence[str], tb: Sequence[str]) -> 
             common / max(len(wx | wy), 1),
             common / max(min(len(wx), len(wy)), 1),
             float(both and bool(nx & ny)),
-            float(both and nx == ny),
+            float(both and (nx <= ny or ny <= nx)),
             float(both and not (nx & ny)),
         )
     return out
