@@ -21,6 +21,7 @@ surface features that a trained model weighs; nothing decides on it alone.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -144,8 +145,10 @@ def _spoken_clock(prev: str, word: str, rest: str) -> str | None:
     return _clock((h - 1) % 12 or 12, 60 - minutes) if word == "to" else _clock(h, minutes)
 
 
+@functools.lru_cache(maxsize=65536)
 def values(text: str) -> frozenset[str]:
-    """The values ``text`` states, each in one canonical form (see the module doc)."""
+    """The values ``text`` states, each in one canonical form (see the module doc); cached,
+    since a memory is compared with many others."""
     out: set[str] = set()
     low = text.lower()
     run: list[str] = []
