@@ -87,7 +87,12 @@ def decide_offline(a: Analysis) -> Decision:
     """
     d = _decide_graph(a)
     s = a.situation
-    if s is None or a.conflict_type is ConflictType.STALE or a.resolution is not None:
+    # A change elsewhere that may stop a habit is the graph's weakest stale reading (an
+    # inferred dependency, extent unknown): the situation reading weighs in on it. A direct
+    # supersession, or a change that states the habit is off, stands.
+    weak_stale = a.stale is not None and a.stale.propagated and not a.stale.certain
+    stale = a.conflict_type is ConflictType.STALE and not weak_stale
+    if s is None or stale or a.resolution is not None:
         return d
     if d.action is Action.COMMIT and a.settled_side is not None:
         return d
@@ -113,7 +118,7 @@ def decide_offline(a: Analysis) -> Decision:
         ctype = ConflictType.STALE
     elif action is Action.COMMIT:
         ctype = ConflictType.NONE
-    elif ctype is ConflictType.NONE:
+    elif ctype in (ConflictType.NONE, ConflictType.STALE):
         ctype = ConflictType(leading)
     reading = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.probs.items(), key=lambda kv: -kv[1]))
     evidence = d.evidence if d.evidence else {"answer": a.relevant[:3]}

@@ -297,6 +297,25 @@ def test_uncertain_propagated_invalidation_acts_on_the_current_state_and_verifie
     assert r.decision.missing_information and "leg" in r.decision.missing_information
 
 
+def test_a_weak_stale_reading_is_weighed_against_the_situation_reading(
+    rules_policy: CaapPolicy,
+) -> None:
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.policy.offline import decide_offline
+
+    query = "Since I ride my bike to work every day, plan my bike maintenance for next month."
+    a = rules_policy.analyze(_dated(STALE_HISTORY), query)
+    assert a.stale is not None and a.stale.propagated and not a.stale.certain
+    # Read as a context-dependent preference rather than a change: answered per context.
+    a.situation = SituationVerdict({"CPC": 0.8, "STALE": 0.1, "NONE": 0.1})
+    d = decide_offline(a)
+    assert d.action in (Action.CONDITIONALIZE, Action.CLARIFY)
+    assert d.conflict_type is ConflictType.CPC and "fits the likely readings" in d.rationale
+    # Read as a change: the habit stays on hold (checked, or planned around).
+    a.situation = SituationVerdict({"STALE": 0.8, "CPC": 0.1, "NONE": 0.1})
+    assert decide_offline(a).action in (Action.VERIFY, Action.COMMIT)
+
+
 def test_propagated_invalidation_that_states_its_extent_commits(rules_policy: CaapPolicy) -> None:
     # Tests the rules layer: only it applies the default dependency map unasked.
     rows = [
