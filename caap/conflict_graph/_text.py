@@ -432,9 +432,10 @@ def content_words(text: str) -> list[str]:
 _SPEAKER = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|myself)\b")
 
 
-#: Calendar words are capitalised but never anyone's name.
+#: Calendar words are capitalised but never anyone's name (full month names only: "Jan" is a
+#: name as often as a month).
 _CALENDAR = (
-    frozenset(MONTHS)
+    frozenset(m for m in MONTHS if len(m) > 3 or m == "may")
     | frozenset(SEASONS)
     | {
         d + s
@@ -442,6 +443,13 @@ _CALENDAR = (
         for s in ("", "s")
     }
 )
+
+
+def is_calendar_word(word: str) -> bool:
+    """A month, weekday (or weekdays) or season, whatever its case: never a person."""
+    return word.lower() in _CALENDAR
+
+
 #: From this share of a user's texts in their own words ("I", "my") on, the texts are the
 #: user's own account: any name frequent in them is someone or something the user talks
 #: about, not the user (blind train split: such texts never carry the user's name, and a
@@ -465,7 +473,7 @@ def name_tokens(text: str) -> set[str]:
     """
     if _SPEAKER.search(text):
         return set()
-    return {m.group(1) for m in _NAMEISH.finditer(text) if m.group(1).lower() not in _CALENDAR}
+    return {m.group(1) for m in _NAMEISH.finditer(text) if not is_calendar_word(m.group(1))}
 
 
 def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int = 2) -> set[str]:
@@ -503,10 +511,10 @@ def user_names(subject: Iterable[str], n: int, spoken: int) -> set[str]:
     """Of the frequent names (:func:`subject_names`), the ones taken for the user: none when
     :data:`OWN_WORDS_SHARE` or more of the user's ``n`` texts are the user's own account
     (``spoken``, :func:`spoken_by_user`), where a frequent name is someone or something the
-    user talks about; never a calendar word."""
+    user talks about (calendar words are never candidates, :func:`name_tokens`)."""
     if not n or spoken >= OWN_WORDS_SHARE * n:
         return set()
-    return {w for w in subject if w.lower() not in _CALENDAR}
+    return set(subject)
 
 
 def user_names_of(texts: Iterable[str]) -> set[str]:

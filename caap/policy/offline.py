@@ -321,11 +321,6 @@ _OBJECT_HER = re.compile(
     r"\bher\b(?=\s*(?:[.,;:!?]|$|\s(?:and|or|but|to|for|with|at|in|on|from|by|as|when|if)\b))"
 )
 _PRONOUN = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
-_NOT_A_PERSON = {
-    *("January", "February", "March", "April", "May", "June", "July", "August"),
-    *("September", "October", "November", "December", "Monday", "Tuesday", "Wednesday"),
-    *("Thursday", "Friday", "Saturday", "Sunday"),
-}
 
 
 def _names_someone_else(a: Analysis, text: str) -> bool:
@@ -334,7 +329,7 @@ def _names_someone_else(a: Analysis, text: str) -> bool:
     subject = {n.lower() for n in a.subject}
     for n, m in enumerate(re.finditer(r"\b([A-Z][a-z]+)(['’]s)?\b", text)):
         name, possessive = m.group(1), m.group(2)
-        if name.lower() in subject or name in _NOT_A_PERSON or name[:-1] in _NOT_A_PERSON:
+        if name.lower() in subject or _text.is_calendar_word(name):
             continue
         if possessive or (n > 0 and m.start() > 0 and text[m.start() - 2] not in ".!?"):
             return True

@@ -106,6 +106,8 @@ def test_the_users_own_words_offer_no_name_for_the_user() -> None:
     assert "Digi" in _text.subject_names(mixed)
     assert _text.user_names_of(mixed) == set()
     assert _text.user_names_of(mixed[3:5] + told[:1]) == {"Digi"}  # nothing says otherwise
+    # A month's abbreviation can be a person: "Jan" stays a candidate, "January" does not.
+    assert _text.name_tokens("Jan walks the dog in January.") == {"Jan"}
     # A request to the assistant is not the user's account: the notes still name the user.
     assert _text.user_names_of(["Can you give me a recipe?", *told]) == {"Maya"}
 
