@@ -329,6 +329,7 @@ def analyze(
     near = sorted(filled, key=lambda i: -sims[i])[:top_sources]
     verdict = layer.risk(query, [filled[i].text for i in relevant])
     risk = verdict.tier
+    read: dict[frozenset[str], float] = {}  # agreement readings, shared by the two uses below
     if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
         # High stakes and several parties speaking on the topic: treat their accounts as a
         # source conflict even if the graph did not link them (it may have split the topic).
@@ -337,8 +338,8 @@ def analyze(
             src = filled[i].source
             if src and _text.normalize_source(src) not in _SELF:
                 by_source.setdefault(src, []).append(i)
-        ids = [i for v in by_source.values() for i in v]
-        if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source):
+        if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read):
+            ids = [i for v in by_source.values() for i in v]
             cluster = ConflictCluster(
                 id=f"{user}::query-view",
                 user_id=user,
@@ -401,7 +402,7 @@ def analyze(
         attributed=attributed,
         successor=_successor(layer, filled, sims) if _reads_stale(situation) else None,
         agreement=(
-            _agreement(layer, filled, relevant)
+            _agreement(layer, filled, relevant, known=read)
             if situation is not None and RiskTier.HIGH in (tier, guard_risk)
             else {}
         ),
@@ -546,39 +547,44 @@ def _agreement(
     filled: Mapping[str, Memory],
     relevant: list[str],
     top: int = AGREEMENT_TOP,
+    known: dict[frozenset[str], float] | None = None,
 ) -> dict[frozenset[str], float]:
     """For every pair of the ``top`` most relevant memories: agreement's share of the
-    layer's agreement-or-conflict reading (one batched call)."""
+    layer's agreement-or-conflict reading (one batched call). ``known``: readings already
+    made, reused and extended with the new ones."""
+    known = {} if known is None else known
     top_ids = relevant[:top]
     pairs = [(a, b) for k, a in enumerate(top_ids) for b in top_ids[k + 1 :]]
-    if not pairs:
-        return {}
+    todo = [(a, b) for a, b in pairs if frozenset((a, b)) not in known]
+    if todo:
 
-    def view(m: Memory) -> MemoryView:
-        return MemoryView(id=m.id, text=m.text, source=m.source)
+        def view(m: Memory) -> MemoryView:
+            return MemoryView(id=m.id, text=m.text, source=m.source)
 
-    verdicts = layer.relate([(view(filled[a]), view(filled[b])) for a, b in pairs])
-    out = {}
-    for (a, b), v in zip(pairs, verdicts, strict=True):
-        agree = v.probs.get("agree", 0.0)
-        conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
-        out[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
-    return out
+        verdicts = layer.relate([(view(filled[a]), view(filled[b])) for a, b in todo])
+        for (a, b), v in zip(todo, verdicts, strict=True):
+            agree = v.probs.get("agree", 0.0)
+            conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
+            known[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
+    return {frozenset(p): known[frozenset(p)] for p in pairs}
 
 
 def _parties_agree(
-    layer: RelationLayer, filled: Mapping[str, Memory], by_source: Mapping[str, list[str]]
+    layer: RelationLayer,
+    filled: Mapping[str, Memory],
+    by_source: Mapping[str, list[str]],
+    known: dict[frozenset[str], float] | None = None,
 ) -> bool:
     """True when a layer that reads situations reads every account of one party as agreeing
     with every account of each other party (:func:`_agreement`'s share at least one half):
     several parties speaking is then corroboration, not a conflict. Always false for a layer
     that does not read situations (``rules``): there several parties are treated as a
-    conflict, the cautious reading."""
+    conflict, the cautious reading. ``known``: as for :func:`_agreement`."""
     if getattr(layer, "situation", None) is None:
         return False
     ids = [i for v in by_source.values() for i in v]
     party = {i: src for src, v in by_source.items() for i in v}
-    shares = _agreement(layer, filled, ids, top=len(ids))
+    shares = _agreement(layer, filled, ids, top=len(ids), known=known)
     cross = [v for pair, v in shares.items() if len({party[i] for i in pair}) == 2]
     return bool(cross) and min(cross) >= AGREEMENT_SHARE
 
