@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import pairwise
 
+from caap.conflict_graph._values import CARDINALS
+
 __all__ = [
     "TimeCue",
     "content_words",
@@ -206,26 +208,9 @@ MONTHS = {
 MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())})
 MONTHS["sept"] = 9
 SEASONS = {"winter": 1, "spring": 4, "summer": 7, "fall": 10, "autumn": 10}
-NUMBER_WORDS = {
-    w: i
-    for i, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-        ]
-    )
-}
+#: "zero" .. "twelve" (the cardinal table of :mod:`caap.conflict_graph._values`) and
+#: quantifiers read as counts in durations ("a few weeks").
+NUMBER_WORDS = {w: n for w, n in CARDINALS.items() if n <= 12 and w != "oh"}
 NUMBER_WORDS.update({"a": 1, "an": 1, "a couple of": 2, "a few": 3, "several": 3})
 
 _MONTH_RE = (

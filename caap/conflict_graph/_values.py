@@ -25,9 +25,10 @@ import functools
 import itertools
 import re
 
-__all__ = ["values"]
+__all__ = ["CARDINALS", "values"]
 
-_UNITS = {
+#: Cardinal number words below twenty.
+CARDINALS = {
     "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
     "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
@@ -44,7 +45,7 @@ _ORDINALS = {
     "nineteenth": 19, "twentieth": 20, "thirtieth": 30,
 }  # fmt: skip
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-_NUMBER_WORDS = set(_UNITS) | set(_TENS) | set(_ORDINALS) | set(_SCALES)
+_NUMBER_WORDS = set(CARDINALS) | set(_TENS) | set(_ORDINALS) | set(_SCALES)
 
 _TOKEN = re.compile(
     r"(?P<date>\b\d{4}-\d{1,2}-\d{1,2}\b)"
@@ -93,8 +94,8 @@ def _read_words(words: list[str]) -> tuple[list[float], list[str]]:
     for w in words:
         if w in ("and", "a"):
             continue
-        if w in _UNITS or (w in _ORDINALS and _ORDINALS[w] < 20):
-            v = _UNITS.get(w, _ORDINALS.get(w, 0))
+        if w in CARDINALS or (w in _ORDINALS and _ORDINALS[w] < 20):
+            v = CARDINALS.get(w, _ORDINALS.get(w, 0))
             if last in ("unit", "tens_unit") or (last == "tens" and v >= 10):
                 groups.append(total + current)
                 total, current = 0.0, 0.0
@@ -139,7 +140,7 @@ def _spoken_clock(prev: str, word: str, rest: str) -> str | None:
     if minutes is None or nxt is None:
         return None
     hw = nxt.group(1)
-    h = int(hw) if hw.isdigit() else _UNITS.get(hw)
+    h = int(hw) if hw.isdigit() else CARDINALS.get(hw)
     if h is None or not 1 <= h <= 12:
         return None
     return _clock((h - 1) % 12 or 12, 60 - minutes) if word == "to" else _clock(h, minutes)
