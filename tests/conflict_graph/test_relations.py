@@ -272,3 +272,38 @@ def test_learned_risk_reads_the_query_not_a_sensitive_memory_nearby(embedder: ob
     ]
     assert layer.risk("What's my usual coffee order?", memories).tier is not RiskTier.HIGH
     assert layer.risk("Can I give Maya ibuprofen tonight?", memories).tier is RiskTier.HIGH
+
+
+def test_learned_edges_discount_a_contradiction_between_nested_values(embedder: object) -> None:
+    # Two accounts stating the same value in other forms rarely contradict each other: the edge
+    # reading lowers the source-contradiction odds of such a pair; a pair stating different
+    # values keeps the pair model's reading.
+    from caap.conflict_graph._relations_learned import NESTED_VALUES_CONTRADICTION
+
+    layer = get_relation_layer("learned", embedder=embedder)
+    scc = RELATIONS.index("source_contradiction")
+    lease = "The tenancy sets my share at £475 a month."
+    same = (lease, "My flatmate says it's four seventy-five.")
+    other = (lease, "My flatmate says it's five twenty.")
+    raw = layer.probabilities([same, other])  # type: ignore[attr-defined]
+    got = layer.relate([(MemoryView("a", a), MemoryView("b", b)) for a, b in (same, other)])
+    p, q = raw[0, scc], got[0].probs["source_contradiction"]
+    odds = (q / (1 - q)) / (p / (1 - p))
+    assert odds == pytest.approx(NESTED_VALUES_CONTRADICTION, rel=1e-3)
+    assert got[1].probs["source_contradiction"] == pytest.approx(raw[1, scc], abs=1e-6)
+    assert sum(got[0].probs.values()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_learned_attribution_is_certain_for_a_named_source_and_read_otherwise(
+    embedder: object,
+) -> None:
+    # With a source named the memory is someone else's account; without one the facet model
+    # reads it (the cues' "don't know", 0.5, no longer pins a plain statement as unknown).
+    layer = get_relation_layer("learned", embedder=embedder)
+    named, plain = layer.facets(
+        ["Dr Okafor said the dose is 5 mg.", "Pickup is at 2:45 for both kids."]
+    )
+    rules = get_relation_layer("rules").facets(["Pickup is at 2:45 for both kids."])[0]
+    assert named.source_confidence == 1.0
+    assert rules.source_confidence == 0.5
+    assert plain.source_confidence < 0.5
