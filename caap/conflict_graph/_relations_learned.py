@@ -36,13 +36,13 @@ from caap.conflict_graph._relations_features import (
     N_PAIR_TAIL,
     SITUATION_K,
     SITUATIONS,
+    nested_values_read,
     pair_features,
     risk_features,
     situation_features,
     text_features,
 )
 from caap.conflict_graph._relations_rules import facets_from_extraction
-from caap.conflict_graph._values import values
 from caap.conflict_graph.extractor import OfflineExtractor
 from caap.conflict_graph.relations import (
     RELATIONS,
@@ -58,14 +58,6 @@ from caap.models import RiskTier
 __all__ = ["LearnedRelations", "default_weights_path"]
 
 Array = npt.NDArray[np.float32]
-
-#: Odds factor on a source contradiction between two memories whose stated values nest (each
-#: states values, and every value of one is among the other's: "£475" and "four seventy-five,
-#: so 475 a month"), measured on the labelled pairs the pair reader never trained on
-#: (``blind/pairs_values``): of the pairs the pair model read as a source contradiction with
-#: nested values, 10 were one and 52 agreed. The pair model sees the value comparison among
-#: a thousand embedding columns and under-weights it; the edge reading should not.
-NESTED_VALUES_CONTRADICTION = 0.15
 
 
 def _softmax(z: Array) -> Array:
@@ -119,24 +111,6 @@ _SITUATION_KEYS = ("sit_w", "sit_b", "sit_mu", "sit_sd")
 #: Thresholds for the risk of memories read without a query (a cluster's risk); weights
 #: trained before they existed use the query thresholds for both.
 _CLUSTER_RISK_KEYS = ("risk_high_cluster", "risk_medium_cluster")
-
-
-def _nested(a: str, b: str) -> bool:
-    """Both state values and every value of one is among the other's."""
-    va, vb = values(a), values(b)
-    return bool(va) and bool(vb) and (va <= vb or vb <= va)
-
-
-def _nested_values_read(probs: Array, texts: Sequence[tuple[str, str]]) -> Array:
-    """``probs`` with the source-contradiction odds of pairs whose values nest multiplied by
-    :data:`NESTED_VALUES_CONTRADICTION` (rows renormalised)."""
-    col = RELATIONS.index("source_contradiction")
-    out = probs.copy()
-    for row, (a, b) in enumerate(texts):
-        if _nested(a, b):
-            out[row, col] *= NESTED_VALUES_CONTRADICTION
-            out[row] /= out[row].sum()
-    return out
 
 
 def _attribution(model: float, named: bool) -> float:
@@ -304,7 +278,7 @@ class LearnedRelations:
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         """One verdict per pair from the pair model (one batched forward pass)."""
-        probs = _nested_values_read(
+        probs = nested_values_read(
             self.probabilities([(a.text, b.text) for a, b in pairs]),
             [(a.text, b.text) for a, b in pairs],
         )
@@ -371,6 +345,7 @@ class LearnedRelations:
         top = [texts[int(j)] for j in order]
         pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
         pair_probs, surface = self._pair_reading(pairs)
+        pair_probs = nested_values_read(pair_probs, pairs)
         x = situation_features(
             sims[order], pair_probs, self.facet_probabilities(top), RELATIONS, surface
         )

@@ -44,6 +44,7 @@ from caap.conflict_graph._relations_features import (
     N_PAIR_TAIL,
     SITUATION_K,
     SITUATIONS,
+    nested_values_read,
     pair_features,
     pair_surface,
     risk_features,
@@ -509,7 +510,8 @@ def train_relations(
                 pair_reader.probabilities(list(pairs)),
             )
             p[:, model.classes_] = model.predict_proba((x - mu_) / sd_)
-            return p
+            # As the layer reads them (LearnedRelations.situation).
+            return nested_values_read(p, pairs)
 
         return probs
 

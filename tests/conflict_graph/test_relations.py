@@ -278,7 +278,7 @@ def test_learned_edges_discount_a_contradiction_between_nested_values(embedder: 
     # Two accounts stating the same value in other forms rarely contradict each other: the edge
     # reading lowers the source-contradiction odds of such a pair; a pair stating different
     # values keeps the pair model's reading.
-    from caap.conflict_graph._relations_learned import NESTED_VALUES_CONTRADICTION
+    from caap.conflict_graph._relations_features import NESTED_VALUES_CONTRADICTION
 
     layer = get_relation_layer("learned", embedder=embedder)
     scc = RELATIONS.index("source_contradiction")
