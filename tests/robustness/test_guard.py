@@ -262,9 +262,7 @@ PARTIES = [
 def test_several_parties_are_a_source_conflict_unless_read_as_agreeing(embedder: Any) -> None:
     from caap.policy._analysis import analyze
 
-    mems = [
-        Memory(id=f"p{i}", text=t, source=s, user_id="u") for i, (s, t) in enumerate(PARTIES)
-    ]
+    mems = [Memory(id=f"p{i}", text=t, source=s, user_id="u") for i, (s, t) in enumerate(PARTIES)]
     query = "How much amlodipine should she take, and when?"
     agree = analyze(mems, query, embedder, relations=_reading_every_pair_as("agree"))
     assert agree.risk is RiskTier.HIGH
