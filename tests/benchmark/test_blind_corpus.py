@@ -74,3 +74,29 @@ def test_pair_split_is_labelled_and_shares_no_persona() -> None:
     personas = {r["persona"] for r in rows}
     for split in ("test", "train", "dev"):
         assert not personas & _personas(split)
+
+
+def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
+    """``speakers/``: memories labelled by who is the source of the claim; the test file is
+    frozen by checksum, labels and styles are known, and no persona is in two files."""
+    import json
+
+    root = ROOT / "speakers"
+    listed = {
+        name: digest
+        for digest, name in (
+            r.split("  ", 1) for r in (root / "SPEAKERS.sha256").read_text().splitlines() if r
+        )
+    }
+    assert listed == {"test.jsonl": hashlib.sha256((root / "test.jsonl").read_bytes()).hexdigest()}
+    personas: dict[str, set[str]] = {}
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
+        rows = [json.loads(line) for line in (root / name).read_text().splitlines() if line]
+        assert rows
+        for row in rows:
+            assert set(row) == {"id", "persona", "style", "domain", "text", "speaker"}
+            assert row["speaker"] in {"user", "person", "record", "hearsay"}
+            assert row["style"] in STYLES and row["text"].strip()
+        personas[name] = {r["persona"] for r in rows}
+    assert not personas["test.jsonl"] & (personas["train.jsonl"] | personas["dev.jsonl"])
+    assert not personas["train.jsonl"] & personas["dev.jsonl"]
