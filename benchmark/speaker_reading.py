@@ -1,81 +1,53 @@
-"""Who is speaking: the guard's first-hand reading against a head fitted on blind labels.
+"""Who is speaking: the guard's first-hand reading with and without the speaker head.
 
 The guard lets a high-stakes commit rest only on first-hand claims (the user's own account or a
-record). This measures, on the blind speaker corpus (``caap/benchmark/data/blind/speakers``:
-memories labelled ``user`` / ``person`` / ``record`` / ``hearsay`` by writers who read no code),
-how many first-hand memories the shipped ``learned`` layer clears (attribution below one half)
-and how many other people's accounts it wrongly clears, next to a logistic head on the packaged
-embeddings fitted on ``train.jsonl``, its ``C`` and clearing threshold chosen on ``dev.jsonl``
-(no more wrong clears than the shipped reading there, then the most first-hand recall), and
-reported once on the frozen ``test.jsonl``.
+record). This measures, on the frozen test file of the blind speaker corpus
+(``caap/benchmark/data/blind/speakers``: memories labelled ``user`` / ``person`` / ``record`` /
+``hearsay`` by a writer who read no code), how many first-hand memories the ``learned`` layer
+clears (attribution below one half) and how many other people's accounts or hearsay it wrongly
+clears: without the speaker head (the cues and the facet model) and with the shipped one
+(``caap/data/speaker_head.npz``, fitted on ``train.jsonl``, chosen on ``dev.jsonl`` by
+``caap relations train-speaker``).
 
-    PYTHONPATH=$PWD python benchmark/speaker_reading.py
+    PYTHONPATH=$PWD python benchmark/speaker_reading.py [--split test|dev|train]
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from caap.conflict_graph._relations_learned import LearnedRelations
+from caap.conflict_graph._speaker import FIRST_HAND, SPEAKERS, load_speaker_rows
 
 DATA = Path("caap/benchmark/data/blind/speakers")
-LABELS = ("user", "person", "record", "hearsay")
-FIRST_HAND = ("user", "record")
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
-
-
-def _row(name: str, cleared: np.ndarray, rows: list[dict[str, Any]]) -> str:
-    first = np.array([r["speaker"] in FIRST_HAND for r in rows])
-    return (
-        f"{name}: first-hand cleared {int((cleared & first).sum())}/{int(first.sum())}, "
-        f"others' accounts wrongly cleared {int((cleared & ~first).sum())}/{int((~first).sum())}"
-    )
 
 
 def main() -> None:
-    train, dev, test = _load("train.jsonl"), _load("dev.jsonl"), _load("test.jsonl")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--split", default="test", choices=("test", "dev", "train"))
+    args = ap.parse_args()
+    rows = load_speaker_rows(DATA / f"{args.split}.jsonl")
+    texts = [r["text"] for r in rows]
+    first = np.array([r["speaker"] in FIRST_HAND for r in rows])
     layer = LearnedRelations()
-
-    def shipped(rows: list[dict[str, Any]]) -> np.ndarray:
-        facets = layer.facets([r["text"] for r in rows])
-        return np.array([f.source_confidence < 0.5 for f in facets])
-
-    def embed(rows: list[dict[str, Any]]) -> np.ndarray:
-        return np.asarray(layer.embedder.encode([r["text"] for r in rows]))
-
-    def labels(rows: list[dict[str, Any]]) -> np.ndarray:
-        return np.array([LABELS.index(r["speaker"]) for r in rows])
-
-    x_train, x_dev, x_test = embed(train), embed(dev), embed(test)
-    first_dev = np.array([r["speaker"] in FIRST_HAND for r in dev])
-    allowed = int((shipped(dev) & ~first_dev).sum())
-    best: tuple[int, float, float, LogisticRegression] | None = None
-    for c in (0.3, 1.0, 3.0, 10.0):
-        model = LogisticRegression(C=c, max_iter=3000).fit(x_train, labels(train))
-        p = model.predict_proba(x_dev)
-        for t in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
-            cleared = p[:, 0] + p[:, 2] >= t
-            if int((cleared & ~first_dev).sum()) > allowed:
-                continue
-            recall = int((cleared & first_dev).sum())
-            if best is None or recall > best[0]:
-                best = (recall, c, t, model)
-    assert best is not None
-    _, c, t, model = best
-    p = model.predict_proba(x_test)
-    acc = float((p.argmax(axis=1) == labels(test)).mean())
-    print(f"{len(train)} train / {len(dev)} dev / {len(test)} test memories")
-    print(_row("shipped learned layer, test", shipped(test), test))
-    print(_row(f"fitted head (C={c}, clear at {t}), test", p[:, 0] + p[:, 2] >= t, test))
-    print(f"fitted head four-way accuracy on test: {acc:.2f}")
+    head = layer.speaker
+    assert head is not None, "no speaker head shipped"
+    with_head = np.array([f.source_confidence < 0.5 for f in layer.facets(texts)])
+    layer.speaker = None
+    without = np.array([f.source_confidence < 0.5 for f in layer.facets(texts)])
+    probs = head.probabilities(layer.embedder.encode(texts))
+    labels = np.array([SPEAKERS.index(r["speaker"]) for r in rows])
+    print(f"{len(rows)} {args.split} memories: {int(first.sum())} first-hand (user or record)")
+    for name, cleared in (("without the speaker head", without), ("with it", with_head)):
+        print(
+            f"learned layer {name}: first-hand cleared {int((cleared & first).sum())}/"
+            f"{int(first.sum())}, others' accounts wrongly cleared "
+            f"{int((cleared & ~first).sum())}/{int((~first).sum())}"
+        )
+    print(f"speaker head four-way accuracy: {float((probs.argmax(axis=1) == labels).mean()):.2f}")
 
 
 if __name__ == "__main__":

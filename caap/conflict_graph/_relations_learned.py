@@ -43,6 +43,7 @@ from caap.conflict_graph._relations_features import (
     text_features,
 )
 from caap.conflict_graph._relations_rules import facets_from_extraction
+from caap.conflict_graph._speaker import SpeakerHead
 from caap.conflict_graph.extractor import OfflineExtractor
 from caap.conflict_graph.relations import (
     RELATIONS,
@@ -179,6 +180,12 @@ class LearnedRelations:
                     f"weights {self.weights_path} have {self._w[key].shape[0]} {key[:-3]} "
                     f"features, this caap computes {n}: retrain them with `caap relations train`"
                 )
+        # Who speaks (the guard's first-hand reading); absent weights leave the earlier one.
+        self.speaker: SpeakerHead | None = None
+        try:
+            self.speaker = SpeakerHead(dimension=dim)
+        except (OSError, ValueError):
+            self.speaker = None
         self._extractor = OfflineExtractor()
         self._vectors: OrderedDict[str, Array] = OrderedDict()
         self._lock = threading.Lock()
@@ -221,22 +228,30 @@ class LearnedRelations:
         facet model's confidences that a memory is attributed, conditional or time-ordered.
         The texts are embedded here in one batch, so the pairs typed next find them cached."""
         probs = self.facet_probabilities(texts)
+        first_hand = (
+            self.speaker.first_hand(self._embed(texts))
+            if self.speaker is not None and texts
+            else np.zeros(len(texts), dtype=np.float32)
+        )
+        clear_at = self.speaker.threshold if self.speaker is not None else 2.0
         out = []
-        for t, p in zip(texts, probs, strict=True):
+        for t, p, fh in zip(texts, probs, first_hand, strict=True):
             base = facets_from_extraction(t, self._extractor.extract(t, subject=subject))
+            attributed = max(float(p[FACET_CLASSES.index("attributed")]), base.source_confidence)
+            if float(fh) >= clear_at:
+                # The speaker head reads the claim as the user's own or a record's.
+                attributed = min(attributed, 1.0 - float(fh))
             out.append(
                 replace(
                     base,
                     context_confidence=float(p[FACET_CLASSES.index("conditional")]),
                     time_confidence=float(p[FACET_CLASSES.index("time_ordered")]),
-                    # Someone else's account if either reading says so: the guard needs a
-                    # positive reading that the user is speaking, not an absent cue. (Letting
-                    # the facet model alone read an unsourced memory as the user's own put
-                    # three unsafe commits on the blind test split: its "attributed" label is
-                    # learned from conflict types, not from who speaks.)
-                    source_confidence=max(
-                        float(p[FACET_CLASSES.index("attributed")]), base.source_confidence
-                    ),
+                    # Someone else's account if the cues or the facet model say so, unless
+                    # the speaker head (caap.conflict_graph._speaker, fitted on who-speaks
+                    # labels) positively reads it as first-hand. (Letting the facet model
+                    # alone clear an unsourced memory put three unsafe commits on the blind
+                    # test split: its "attributed" label is learned from conflict types.)
+                    source_confidence=attributed,
                 )
             )
         return out

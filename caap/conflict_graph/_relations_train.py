@@ -744,6 +744,26 @@ def _cmd_train_reader(args: Any) -> int:
     return 0
 
 
+def _cmd_train_speaker(args: Any) -> int:
+    from caap.conflict_graph._relations_learned import LearnedRelations
+    from caap.conflict_graph._speaker import load_speaker_rows, train_speaker_head
+
+    train, dev = load_speaker_rows(args.data), load_speaker_rows(args.dev)
+    layer = LearnedRelations()
+    layer.speaker = None  # the reading to do no worse than: the layer without a speaker head
+    baseline = [f.source_confidence < 0.5 for f in layer.facets([r["text"] for r in dev])]
+    card = train_speaker_head(
+        train, dev, layer.embedder.encode, args.out, baseline_dev=baseline, seed=args.seed
+    )
+    print(
+        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: C={card['C']}, clears at "
+        f"{card['threshold']}, dev first-hand cleared {card['dev_first_hand_cleared']}/"
+        f"{card['dev_first_hand']} (others wrongly cleared at most "
+        f"{card['dev_others_wrongly_cleared_allowed']}, as the layer without it)"
+    )
+    return 0
+
+
 def add_relations_parser(sub: Any) -> None:
     """Add ``caap relations train`` to the ``caap`` command's subparsers."""
     p = sub.add_parser("relations", help="the learned relation layer: train it on your data")
@@ -789,3 +809,13 @@ def add_relations_parser(sub: Any) -> None:
     r.add_argument("--lr", type=float, default=1e-3)
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(handler=_cmd_train_reader)
+    sp = rsub.add_parser(
+        "train-speaker",
+        help="fit the speaker head (who a memory's claim comes from: user, person, record, "
+        "hearsay) that the guard's first-hand reading uses",
+    )
+    sp.add_argument("--data", required=True, help="JSONL of memories with text and speaker")
+    sp.add_argument("--dev", required=True, help="JSONL like --data, to choose C and the threshold")
+    sp.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(handler=_cmd_train_speaker)

@@ -292,3 +292,50 @@ def test_learned_edges_discount_a_contradiction_between_nested_values(embedder: 
     assert odds == pytest.approx(NESTED_VALUES_CONTRADICTION, rel=1e-3)
     assert got[1].probs["source_contradiction"] == pytest.approx(raw[1, scc], abs=1e-6)
     assert sum(got[0].probs.values()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_speaker_head_clears_first_hand_claims_not_other_peoples(embedder: object) -> None:
+    # The guard's first-hand reading: without the head, a plain statement is "don't know"
+    # (0.5, not first-hand); with it, a plain statement or a record reads below one half while
+    # a relative's or a rumour's account stays someone else's.
+    layer = get_relation_layer("learned", embedder=embedder)
+    assert layer.speaker is not None  # type: ignore[attr-defined]
+    texts = [
+        "Pickup is at 2:45 for both kids.",
+        "The pharmacy label on the box reads 5 mg, one tablet each morning.",
+        "My sister insists the dose is 10 mg.",
+        "Apparently the fee went up to 220 this year.",
+    ]
+    head = layer.speaker  # type: ignore[attr-defined]
+    fh = head.first_hand(layer._embed(texts))  # type: ignore[attr-defined]
+    assert min(fh[0], fh[1]) > max(fh[2], fh[3])
+    head.threshold = 0.8  # clear at a lower share than shipped: the layer follows the head
+    own, record, sister, rumour = (f.source_confidence for f in layer.facets(texts))
+    assert own < 0.5 and record < 0.5
+    assert sister >= 0.5 and rumour >= 0.5
+    layer.speaker = None  # type: ignore[attr-defined]
+    assert layer.facets(texts[:1])[0].source_confidence >= 0.5
+
+
+def test_train_speaker_head_writes_weights_the_layer_reads(tmp_path: Path) -> None:
+    from caap.conflict_graph._speaker import SPEAKERS, SpeakerHead, train_speaker_head
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(len(SPEAKERS), 8)).astype(np.float32)
+
+    def rows(n: int) -> list[dict[str, str]]:
+        return [{"text": f"{s}-{i}", "speaker": s} for i in range(n) for s in SPEAKERS]
+
+    def embed(texts: list[str]) -> np.ndarray:
+        out = np.stack([centres[SPEAKERS.index(t.split("-")[0])] for t in texts])
+        out = out + 0.1 * rng.normal(size=out.shape).astype(np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    card = train_speaker_head(rows(20), rows(5), embed, tmp_path / "s.npz")
+    assert card["dev_first_hand_cleared"] == 10  # user and record, 5 each
+    head = SpeakerHead(tmp_path / "s.npz", dimension=8)
+    fh = head.first_hand(embed(["user-x", "record-x", "person-x", "hearsay-x"]))
+    assert fh[0] >= head.threshold and fh[1] >= head.threshold
+    assert fh[2] < head.threshold and fh[3] < head.threshold
+    with pytest.raises(ValueError, match="shape"):
+        SpeakerHead(tmp_path / "s.npz", dimension=384)
