@@ -12,7 +12,9 @@ probabilities: the packaged MiniLM as a cross-encoder over both texts,
 :mod:`caap.conflict_graph._pair_reader`) and the query risk (probability of high stakes).
 Facet *spans* (the source's name, the condition clause, absolute dates) are still read by the
 offline extractor, since the graph needs them as strings for sides and time order; whether two
-memories conflict and how is the pair model's call.
+memories conflict and how is the pair model's call. Who a memory's claim comes from, as the
+guard's first-hand test needs it, is also read by the speaker head
+(:mod:`caap.conflict_graph._speaker`, ``caap/data/speaker_head.npz``) where it is sure.
 """
 
 from __future__ import annotations
