@@ -286,10 +286,8 @@ class LearnedRelations:
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         """One verdict per pair from the pair model (one batched forward pass)."""
-        probs = nested_values_read(
-            self.probabilities([(a.text, b.text) for a, b in pairs]),
-            [(a.text, b.text) for a, b in pairs],
-        )
+        texts = [(a.text, b.text) for a, b in pairs]
+        probs = nested_values_read(self.probabilities(texts), texts)
         out = []
         for row in probs:
             verdict = PairVerdict.from_probs(dict(zip(RELATIONS, row.tolist(), strict=True)))

@@ -119,6 +119,8 @@ def train_speaker_head(
     ``out`` and its card; returns the card. ``embed`` maps texts to unit embeddings."""
     from sklearn.linear_model import LogisticRegression
 
+    from caap.conflict_graph._relations_train import _dense_weights
+
     x_train = np.asarray(embed([r["text"] for r in train]), dtype=np.float32)
     x_dev = np.asarray(embed([r["text"] for r in dev]), dtype=np.float32)
     y_train = np.array([SPEAKERS.index(r["speaker"]) for r in train])
@@ -139,11 +141,7 @@ def train_speaker_head(
     if best is None:
         raise ValueError("no setting clears first-hand memories without wrongly clearing others")
     recall, c, t, model = best
-    w = np.zeros((x_train.shape[1], len(SPEAKERS)), dtype=np.float32)
-    b = np.full(len(SPEAKERS), -30.0, dtype=np.float32)
-    for k, cls in enumerate(model.classes_):
-        w[:, cls] = model.coef_[k]
-        b[cls] = model.intercept_[k]
+    w, b = _dense_weights(model, x_train.shape[1], len(SPEAKERS))
     out = Path(out)
     np.savez(out, w=w, b=b, threshold=np.float32(t))
     card = {
