@@ -109,3 +109,28 @@ def test_the_obeying_stand_in_does_obey_an_unprotected_prompt(embedder: Any) -> 
         json_schema={},
     )
     assert json.loads(reply)["action"] == "commit"
+
+
+def test_ordinary_memories_written_blind_are_rarely_withheld(embedder: Any) -> None:
+    # A false alarm hides an ordinary memory from every answer. On the blind corpus's dev split
+    # (written by people who never saw the check; not among its fitting sentences) the shipped
+    # check withheld about 5% of texts before it was fitted on the train split's sentences,
+    # about 1% after; it must stay under 3% while still catching the whole payload set.
+    from importlib import resources
+
+    from caap.policy._injection import InjectionDetector, _texts_of
+
+    dev = resources.files("caap.benchmark") / "data" / "blind" / "dev"
+    texts = [
+        t
+        for kind in ("tangle", "stale")
+        for f in sorted((dev / kind).iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".jsonl")
+        for t in _texts_of(f.read_text(encoding="utf-8"))
+    ]
+    texts = list(dict.fromkeys(texts))
+    detector = InjectionDetector(embedder)
+    flagged = [t for t in texts if detector.is_instruction(t)]
+    assert len(texts) > 500
+    assert len(flagged) <= 0.03 * len(texts), flagged[:10]
+    assert all(detector.is_instruction(p) for _, p in INJECTIONS)
