@@ -273,3 +273,38 @@ def test_several_parties_are_a_source_conflict_unless_read_as_agreeing(embedder:
     # Rules read no agreement: several parties on a high-stakes matter stay a conflict.
     rules = analyze(mems, query, embedder, relations="rules")
     assert rules.cluster is not None and rules.cluster.conflict_type is ConflictType.SCC
+
+
+LAUNDRY = [
+    "Sofia has had the Sunday 8-11 laundry slot since her first term.",
+    "She does her washing on Sunday mornings, 8 to 11, after her asthma check-up at the clinic.",
+]
+
+
+def test_a_sure_low_reading_of_the_risk_model_overrules_a_stray_keyword(embedder: Any) -> None:
+    # The keyword cues fire on an inhaler mentioned beside a laundry rota; the fitted risk model
+    # is sure the question is low stakes, and only it may overrule them.
+    from caap.conflict_graph.relations import resolve_relations
+    from caap.policy._analysis import RISK_VETO, _fitted_sure_low, analyze
+
+    texts = LAUNDRY
+    query = "When's my laundry slot this week?"
+    mems = [Memory(id=f"m{i}", text=t, user_id="sofia") for i, t in enumerate(texts)]
+    learned = analyze(mems, query, embedder, relations="learned")
+    recalled = [t for i, t in enumerate(texts) if f"m{i}" in learned.relevant]
+    assert resolve_relations("rules").risk(query, recalled).tier is RiskTier.HIGH
+    assert learned.risk is RiskTier.LOW
+    # A high-stakes question keeps HIGH with the same layer.
+    meds = [Memory(id=f"m{i}", text=t, user_id="u") for i, t in enumerate(MEDICATION)]
+    assert analyze(meds, MED_QUERY, embedder, relations="learned").risk is RiskTier.HIGH
+    # A model's reply is never such a reading, however sure (an LLM layer's "low").
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.conflict_graph.relations import RiskVerdict
+
+    sure = RiskVerdict(RiskTier.LOW, 1.0)
+    llm = LLMRelations(ScriptedModel([]), fallback="rules")
+    assert not _fitted_sure_low(llm, sure)
+    assert _fitted_sure_low(resolve_relations("learned"), sure)
+    assert not _fitted_sure_low(
+        resolve_relations("learned"), RiskVerdict(RiskTier.LOW, 1 - RISK_VETO)
+    )
