@@ -748,7 +748,8 @@ def _cmd_train_speaker(args: Any) -> int:
     from caap.conflict_graph._relations_learned import LearnedRelations
     from caap.conflict_graph._speaker import load_speaker_rows, train_speaker_head
 
-    train, dev = load_speaker_rows(args.data), load_speaker_rows(args.dev)
+    train = [r for path in args.data for r in load_speaker_rows(path)]
+    dev = [r for path in args.dev for r in load_speaker_rows(path)]
     layer = LearnedRelations()
     layer.speaker = None  # the reading to do no worse than: the layer without a speaker head
     baseline = [f.source_confidence < 0.5 for f in layer.facets([r["text"] for r in dev])]
@@ -814,8 +815,18 @@ def add_relations_parser(sub: Any) -> None:
         help="fit the speaker head (who a memory's claim comes from: user, person, record, "
         "hearsay) that the guard's first-hand reading uses",
     )
-    sp.add_argument("--data", required=True, help="JSONL of memories with text and speaker")
-    sp.add_argument("--dev", required=True, help="JSONL like --data, to choose C and the threshold")
+    sp.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="JSONL of memories with text and speaker; repeatable",
+    )
+    sp.add_argument(
+        "--dev",
+        required=True,
+        action="append",
+        help="JSONL like --data, to choose C and the threshold; repeatable",
+    )
     sp.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     sp.add_argument("--seed", type=int, default=0)
     sp.set_defaults(handler=_cmd_train_speaker)

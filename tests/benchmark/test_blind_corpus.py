@@ -90,7 +90,7 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
     }
     assert listed == {"test.jsonl": hashlib.sha256((root / "test.jsonl").read_bytes()).hexdigest()}
     personas: dict[str, set[str]] = {}
-    for name in ("train.jsonl", "dev.jsonl", "test.jsonl"):
+    for name in ("train.jsonl", "train2.jsonl", "dev.jsonl", "dev2.jsonl", "test.jsonl"):
         rows = [json.loads(line) for line in (root / name).read_text().splitlines() if line]
         assert rows
         for row in rows:
@@ -98,5 +98,7 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
             assert row["speaker"] in {"user", "person", "record", "hearsay"}
             assert row["style"] in STYLES and row["text"].strip()
         personas[name] = {r["persona"] for r in rows}
-    assert not personas["test.jsonl"] & (personas["train.jsonl"] | personas["dev.jsonl"])
-    assert not personas["train.jsonl"] & personas["dev.jsonl"]
+    train = personas["train.jsonl"] | personas["train2.jsonl"]
+    dev = personas["dev.jsonl"] | personas["dev2.jsonl"]
+    assert not personas["test.jsonl"] & (train | dev)
+    assert not train & dev
