@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from caap.conflict_graph import _text
-from caap.models import Action, ConflictType, Decision, Response, RiskTier
+from caap.models import Action, ConflictType, Decision, EdgeKind, Response, RiskTier
 from caap.policy._analysis import Analysis, second_person, short
 from caap.policy._speech import stated_part
 from caap.policy._uncertainty import choose_under_uncertainty
@@ -42,6 +42,40 @@ def _sides(a: Analysis) -> dict[str, list[str]]:
     if c is None:
         return {}
     return {label: [i for i in ids if i in a.memories] for label, ids in c.sides.items() if ids}
+
+
+def _answer(a: Analysis, n: int = 3) -> list[str]:
+    """The memories a plain answer rests on: of the recalled cluster's memories that the
+    layer read as corroborating each other, the largest such group (the most relevant first;
+    ties to the group holding the more relevant memory), so that a loosely related memory
+    that happens to sit nearest the query is not quoted, nor held by the guard, as the answer.
+    The ``n`` most relevant memories when nothing corroborates anything."""
+    c = a.cluster
+    if c is None:
+        return a.relevant[:n]
+    rank = {i: k for k, i in enumerate(a.relevant)}
+    parent = {i: i for i in a.relevant}
+
+    def find(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    linked: set[str] = set()
+    for e in c.edges:
+        ends = (e.source_id, e.target_id)
+        if e.active and e.kind is EdgeKind.CORROBORATES and all(i in rank for i in ends):
+            parent[find(e.source_id)] = find(e.target_id)
+            linked.update(ends)
+    if not linked:
+        return a.relevant[:n]
+    groups: dict[str, list[str]] = {}
+    for i in a.relevant:
+        if i in linked:
+            groups.setdefault(find(i), []).append(i)
+    best = max(groups.values(), key=lambda g: (len(g), -rank[g[0]]))
+    return best[:n]
 
 
 def _is_record(source: str) -> bool:
@@ -121,7 +155,7 @@ def decide_offline(a: Analysis) -> Decision:
     elif ctype in (ConflictType.NONE, ConflictType.STALE):
         ctype = ConflictType(leading)
     reading = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.probs.items(), key=lambda kv: -kv[1]))
-    evidence = d.evidence if d.evidence else {"answer": a.relevant[:3]}
+    evidence = d.evidence if d.evidence else {"answer": _answer(a)}
     missing = None if action is Action.COMMIT else _MISSING["STALE" if newest else leading]
     return d.model_copy(
         update={
@@ -148,7 +182,7 @@ def _decide_graph(a: Analysis) -> Decision:
     """The action the graph's cluster reading alone calls for."""
     ctype = a.conflict_type
     sides = _sides(a)
-    evidence = {label: ids for label, ids in sides.items()} or {"answer": a.relevant[:3]}
+    evidence = {label: ids for label, ids in sides.items()} or {"answer": _answer(a)}
     unresolved = a.cluster.unresolved if a.cluster else None
     risk = a.risk
 

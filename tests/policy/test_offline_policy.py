@@ -326,3 +326,35 @@ def test_propagated_invalidation_that_states_its_extent_commits(rules_policy: Ca
     assert r.decision.conflict_type is ConflictType.STALE
     assert r.decision.action is Action.COMMIT
     assert "on hold" in r.text and not r.branches
+
+
+def test_a_plain_answer_rests_on_the_memories_that_corroborate_each_other(
+    policy: CaapPolicy,
+) -> None:
+    # The memory nearest the query stands alone; two others were read as saying the same thing.
+    # The answer quotes (and the guard holds) the corroborating pair, not the loner.
+    import dataclasses
+
+    from caap.models import ConflictCluster, ConflictEdge, EdgeKind
+    from caap.policy.offline import _answer
+
+    texts = [
+        "Sam's family, who host the sleepover, keep a vegetarian home.",
+        "Eli's allergist confirmed a cow's milk allergy.",
+        "The action plan the school holds lists cow's milk as Eli's allergen.",
+        "Eli lost his first molar last month.",
+    ]
+    mems = _mems(texts)
+    a = policy.analyze(mems, "Can Eli have yogurt at the sleepover?")
+    ids = [m.id for m in mems]
+    edge = ConflictEdge(
+        user_id=mems[0].user_id, kind=EdgeKind.CORROBORATES, source_id=ids[1], target_id=ids[2]
+    )
+    cluster = ConflictCluster(id="c", user_id=mems[0].user_id, aspect="a", memory_ids=ids[:3])
+    a = dataclasses.replace(a, relevant=ids, cluster=cluster)
+    assert _answer(a) == ids[:3]  # nothing corroborates: the most relevant, as before
+    a = dataclasses.replace(a, cluster=cluster.model_copy(update={"edges": [edge]}))
+    assert _answer(a) == [ids[1], ids[2]]
+    closed = edge.model_copy(update={"expired_at": edge.created_at})
+    a = dataclasses.replace(a, cluster=cluster.model_copy(update={"edges": [closed]}))
+    assert _answer(a) == ids[:3]  # a closed edge says nothing now
