@@ -77,12 +77,23 @@ def _first_hand(memory: Memory, attributed: float | None) -> bool:
     )
 
 
+#: How many of the memories nearest the query a high-stakes commit is held to, whatever the
+#: decision cites.
+NEAREST_CLAIMS = 3
+
+
 def _claims(decision: Decision, analysis: Analysis) -> list[str]:
-    """Ids of the memories the commit rests on (the resolution alone when one settles it)."""
+    """Ids of the memories the commit rests on (the resolution alone when one settles it): the
+    ones the decision cites and the :data:`NEAREST_CLAIMS` most relevant, since an answer
+    that cites only some of them is still read against the rest. (Holding only the cited ones
+    let an offline answer that quoted a corroborating group commit on a high-stakes source
+    conflict of the blind test split.)"""
     known = analysis.memories
     if "resolution" in decision.evidence:
         return [i for i in decision.evidence["resolution"] if i in known]
-    return list(dict.fromkeys(i for ids in decision.evidence.values() for i in ids if i in known))
+    cited = [i for ids in decision.evidence.values() for i in ids if i in known]
+    nearest = [i for i in analysis.relevant[:NEAREST_CLAIMS] if i in known]
+    return list(dict.fromkeys(cited + nearest))
 
 
 def _voiding_edge(claim: str, analysis: Analysis) -> ConflictEdge | None:

@@ -102,7 +102,9 @@ def test_guard_applies_to_a_function_model_committing_with_bogus_ids(embedder: A
     assert d.action is Action.VERIFY and guarded(d)
 
 
-def _analysis(attributed: dict[str, float], situation: Any = None) -> Any:
+def _analysis(
+    attributed: dict[str, float], situation: Any = None, relevant: list[str] | None = None
+) -> Any:
     from caap.policy._analysis import Analysis
 
     mems = {
@@ -115,7 +117,7 @@ def _analysis(attributed: dict[str, float], situation: Any = None) -> Any:
         query="Is the cashew pesto safe for him?",
         memories=mems,
         cluster=None,
-        relevant=["a", "b"],
+        relevant=["a", "b"] if relevant is None else relevant,
         relevance={"a": 0.8, "b": 0.7},
         risk=RiskTier.HIGH,
         situation=situation,
@@ -138,8 +140,11 @@ def test_a_commit_resting_on_someone_elses_account_becomes_verify() -> None:
     out = apply_guard(_commit_on("a", "b"), _analysis({"a": 0.1, "b": 0.8}))
     assert out.action is Action.VERIFY and guarded(out)
     assert "memory b" in out.rationale
-    kept = apply_guard(_commit_on("a"), _analysis({"a": 0.1, "b": 0.8}))
-    assert kept.action is Action.COMMIT
+    # Citing only the first-hand claim does not hide the other account nearest the query.
+    only_a = apply_guard(_commit_on("a"), _analysis({"a": 0.1, "b": 0.8}))
+    assert only_a.action is Action.VERIFY and "memory b" in only_a.rationale
+    far = _analysis({"a": 0.1, "b": 0.8}, relevant=["a"])
+    assert apply_guard(_commit_on("a"), far).action is Action.COMMIT
 
 
 def test_another_account_stands_beside_a_first_hand_claim_only_when_read_as_agreeing() -> None:
@@ -172,7 +177,8 @@ def test_a_situation_reading_short_of_agreement_blocks_the_commit() -> None:
     out = apply_guard(_commit_on("a"), _analysis({"a": 0.1}, doubt))
     assert out.action is Action.VERIFY and "agreement 0.40" in out.rationale
     sure = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
-    assert apply_guard(_commit_on("a"), _analysis({"a": 0.1}, sure)).action is Action.COMMIT
+    alone = _analysis({"a": 0.1}, sure, relevant=["a"])
+    assert apply_guard(_commit_on("a"), alone).action is Action.COMMIT
 
 
 def test_a_second_risk_reading_high_holds_a_commit_to_the_high_stakes_rule() -> None:
@@ -186,6 +192,7 @@ def test_a_second_risk_reading_high_holds_a_commit_to_the_high_stakes_rule() -> 
     assert out.action is Action.VERIFY and out.risk is RiskTier.HIGH and guarded(out)
     assert "risk model reads this as high stakes" in out.rationale
     # It only ever stops a commit without positive evidence: a first-hand, undisputed one stands.
+    low.relevant = ["a"]
     assert apply_guard(commit.model_copy(update={"evidence": {"answer": ["a"]}}), low).action is (
         Action.COMMIT
     )
