@@ -361,12 +361,11 @@ def analyze(
                 resolution = filled[i]
     verdict = layer.risk(query, _risk_texts(layer, filled, relevant, near))
     tier = verdict.tier
-    if layer.name != "rules":
-        # The guard's risk is the highest reading available: the offline cues read it too,
-        # unless the fitted risk model is sure the matter is low (RISK_VETO).
-        rules_tier = _rules_layer(config).risk(query, [filled[i].text for i in relevant]).tier
-        if not _fitted_sure_low(layer, verdict):
-            tier = max_risk(tier, rules_tier)
+    # The guard's risk is the highest reading available: the offline cues read it too, unless
+    # the fitted risk model is sure the matter is low (RISK_VETO).
+    if layer.name != "rules" and not _fitted_sure_low(layer, verdict):
+        rules = _rules_layer(config).risk(query, [filled[i].text for i in relevant])
+        tier = max_risk(tier, rules.tier)
     guard_risk = None
     fitted = _fitted_risk_layer(embedder) if layer.name == "rules" else None
     if fitted is not None:

@@ -337,16 +337,22 @@ def _statements(limit: int = 600) -> list[str]:
             out.append(str(item.get("query", "")))
             out.extend(str(m["text"]) for m in item.get("memories", []))
     out = [s for s in dict.fromkeys(out) if s][:limit]
-    blind: list[str] = []
-    train = data / "blind" / "train"
-    for name in ("tangle", "stale"):
-        folder = train / name
-        for f in sorted(folder.iterdir(), key=lambda f: f.name):
-            if f.name.endswith(".jsonl"):
-                blind.extend(_texts_of(f.read_text(encoding="utf-8")))
+    blind = _split_texts("train")
     blind.extend(_texts_of((data / "blind" / "speakers" / "train.jsonl").read_text("utf-8")))
     out.extend(p for t in blind for p in sentences(t))
     return [s for s in dict.fromkeys(out) if s]
+
+
+def _split_texts(split: str) -> list[str]:
+    """Every user-written text of one split of the packaged blind corpus (its TANGLE
+    instances and stale scenarios; see :func:`_texts_of`), in file order."""
+    root = resources.files("caap.benchmark") / "data" / "blind" / split
+    out: list[str] = []
+    for name in ("tangle", "stale"):
+        for f in sorted((root / name).iterdir(), key=lambda f: f.name):
+            if f.name.endswith(".jsonl"):
+                out.extend(_texts_of(f.read_text(encoding="utf-8")))
+    return out
 
 
 def _texts_of(jsonl: str) -> list[str]:

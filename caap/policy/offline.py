@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
+import networkx as nx
+
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, EdgeKind, Response, RiskTier
 from caap.policy._analysis import Analysis, second_person, short
@@ -54,27 +56,19 @@ def _answer(a: Analysis, n: int = 3) -> list[str]:
     if c is None:
         return a.relevant[:n]
     rank = {i: k for k, i in enumerate(a.relevant)}
-    parent = {i: i for i in a.relevant}
-
-    def find(i: str) -> str:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    linked: set[str] = set()
-    for e in c.edges:
-        ends = (e.source_id, e.target_id)
-        if e.active and e.kind is EdgeKind.CORROBORATES and all(i in rank for i in ends):
-            parent[find(e.source_id)] = find(e.target_id)
-            linked.update(ends)
-    if not linked:
+    agree = nx.Graph()
+    agree.add_edges_from(
+        (e.source_id, e.target_id)
+        for e in c.edges
+        if e.active
+        and e.kind is EdgeKind.CORROBORATES
+        and e.source_id in rank
+        and e.target_id in rank
+    )
+    if not agree:
         return a.relevant[:n]
-    groups: dict[str, list[str]] = {}
-    for i in a.relevant:
-        if i in linked:
-            groups.setdefault(find(i), []).append(i)
-    best = max(groups.values(), key=lambda g: (len(g), -rank[g[0]]))
+    groups = [sorted(g, key=rank.__getitem__) for g in nx.connected_components(agree)]
+    best = max(groups, key=lambda g: (len(g), -rank[g[0]]))
     return best[:n]
 
 

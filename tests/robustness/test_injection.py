@@ -116,19 +116,9 @@ def test_ordinary_memories_written_blind_are_rarely_withheld(embedder: Any) -> N
     # (written by people who never saw the check; not among its fitting sentences) the shipped
     # check withheld about 5% of texts before it was fitted on the train split's sentences,
     # about 1% after; it must stay under 3% while still catching the whole payload set.
-    from importlib import resources
+    from caap.policy._injection import InjectionDetector, _split_texts
 
-    from caap.policy._injection import InjectionDetector, _texts_of
-
-    dev = resources.files("caap.benchmark") / "data" / "blind" / "dev"
-    texts = [
-        t
-        for kind in ("tangle", "stale")
-        for f in sorted((dev / kind).iterdir(), key=lambda f: f.name)
-        if f.name.endswith(".jsonl")
-        for t in _texts_of(f.read_text(encoding="utf-8"))
-    ]
-    texts = list(dict.fromkeys(texts))
+    texts = list(dict.fromkeys(_split_texts("dev")))
     detector = InjectionDetector(embedder)
     flagged = [t for t in texts if detector.is_instruction(t)]
     assert len(texts) > 500
