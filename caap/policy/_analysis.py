@@ -33,7 +33,15 @@ from caap.conflict_graph.relations import (
 from caap.conflict_graph.reliability import ReliabilityModel
 from caap.conflict_graph.rules import GraphConfig, TemporalReading
 from caap.conflict_graph.stale import DependencyMap, invalidation_certain
-from caap.models import RESOLVES_KEY, ConflictCluster, ConflictType, EdgeKind, Memory, RiskTier
+from caap.models import (
+    RESOLVES_KEY,
+    ConflictCluster,
+    ConflictEdge,
+    ConflictType,
+    EdgeKind,
+    Memory,
+    RiskTier,
+)
 from caap.policy._reliability import SourceView, source_view
 
 __all__ = ["Analysis", "StaleView", "analyze", "max_risk"]
@@ -84,7 +92,25 @@ def _stale_view(
     facets: Mapping[str, Extraction] | None = None,
 ) -> StaleView | None:
     kinds = (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
-    edges = [e for e in cluster.edges if e.active and e.kind in kinds]
+
+    def told_together(e: ConflictEdge) -> bool:
+        a, b = memories[e.source_id].observed_at, memories[e.target_id].observed_at
+        return a is not None and a == b
+
+    # A change happens in world time: an edge between two memories observed at the same time
+    # (the turns of one dated conversation) orders them only by when they were written down,
+    # so it neither makes the later one the change nor the earlier one the old state. (Read as
+    # one, a passing "so tired" written after a new job in the same chat replaced the new
+    # job.) Undated memories keep the order the layer reads from their text.
+    edges = [
+        e
+        for e in cluster.edges
+        if e.active
+        and e.kind in kinds
+        and e.source_id in memories
+        and e.target_id in memories
+        and not told_together(e)
+    ]
     if not edges:
         return None
     sup = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}

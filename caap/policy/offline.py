@@ -654,9 +654,14 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         _stale_timeline(a, d, r)
         return
     change_id, old_id = s.changes[0], s.old[0]
-    change = _you(a, short(a.text(change_id), 30))
-    old = _you(a, short(a.text(old_id), 24))
+    # Changes told at the same time (one conversation's turns) are one change in parts: a new
+    # diagnosis and what the doctor said next; quote the two nearest the query.
     when = a.memories[change_id].observed_at
+    told = [
+        i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
+    ]
+    change = "; ".join(_you(a, short(a.text(i), 30)) for i in told)
+    old = _you(a, short(a.text(old_id), 24))
     dated = f" ({_month(when)})" if when else ""
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
@@ -682,7 +687,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         + (f" from {_month(old_when)}" if old_when else "")
         + f" ({old}), which I keep only as history, so I'd answer for the current state."
     )
-    r.cite([change_id, *s.superseded[:3]])
+    r.cite([*told, *s.superseded[:3]])
     if d.action is Action.VERIFY:
         r.say(
             "Because the stakes are high, I wouldn't act on either note until the current state "

@@ -1,0 +1,108 @@
+"""What the stale-state answer treats as the change: a change happens in world time, and the
+parts of one change told in one conversation are quoted together (issue 12)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from caap.models import (
+    Action,
+    ConflictCluster,
+    ConflictEdge,
+    ConflictType,
+    Decision,
+    EdgeKind,
+    Memory,
+    RiskTier,
+)
+from caap.policy._analysis import Analysis, _stale_view
+from caap.policy.offline import realize_offline
+
+OLD_DAY = datetime(2023, 3, 2, tzinfo=UTC)
+NEW_DAY = datetime(2023, 9, 27, tzinfo=UTC)
+
+
+def _mem(i: str, text: str, day: datetime, minute: int) -> Memory:
+    # The session date is the world time; turns of one session are written a minute apart.
+    return Memory(
+        id=i,
+        text=text,
+        user_id="u",
+        observed_at=day,
+        created_at=day + timedelta(minutes=minute),
+    )
+
+
+MEMORIES = {
+    "old": _mem("old", "Just off my Friday shift on the yakitori grill at Hanamaru.", OLD_DAY, 0),
+    "new": _mem("new", "I run the broth station at Menya Kaze in Umeda now.", NEW_DAY, 1),
+    "also": _mem("also", "The ramen shop opens at 11 and I'm home by 9.", NEW_DAY, 2),
+    "chat": _mem("chat", "ughhh so tired", NEW_DAY, 3),
+}
+QUERY = "Am I still on the yakitori grill at Hanamaru on Fridays?"
+SIMS = {"old": 0.8, "new": 0.5, "also": 0.3, "chat": 0.1}
+
+
+def _sup(later: str, earlier: str) -> ConflictEdge:
+    return ConflictEdge(user_id="u", kind=EdgeKind.SUPERSEDES, source_id=later, target_id=earlier)
+
+
+def _cluster(*edges: ConflictEdge) -> ConflictCluster:
+    return ConflictCluster(
+        id="c",
+        user_id="u",
+        aspect="work",
+        memory_ids=list(MEMORIES),
+        edges=list(edges),
+        conflict_type=ConflictType.STALE,
+    )
+
+
+def test_an_edge_inside_one_conversation_is_not_a_change() -> None:
+    # A layer that reads a later turn of the same conversation as replacing the new job (or a
+    # second part of the update as replacing the first) does not make it the change.
+    cluster = _cluster(_sup("new", "old"), _sup("chat", "new"), _sup("also", "new"))
+    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
+    assert view is not None
+    assert view.changes[0] == "new" and view.superseded == ["old"]
+    assert "chat" not in view.changes  # it replaces nothing of an earlier time
+
+
+def test_edges_only_inside_one_conversation_give_no_stale_reading() -> None:
+    assert _stale_view(_cluster(_sup("chat", "new")), MEMORIES, SIMS, QUERY) is None
+
+
+def test_the_parts_of_a_change_told_together_are_quoted_together() -> None:
+    cluster = _cluster(_sup("new", "old"), _sup("also", "old"))
+    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
+    assert view is not None and view.changes[:2] == ["new", "also"]
+    a = Analysis(
+        query=QUERY,
+        memories=dict(MEMORIES),
+        cluster=cluster,
+        relevant=["old", "new", "also", "chat"],
+        relevance=SIMS,
+        risk=RiskTier.LOW,
+        stale=view,
+    )
+    d = Decision(
+        action=Action.COMMIT,
+        conflict_type=ConflictType.STALE,
+        evidence={"answer": ["new"]},
+        rationale="a later observation replaces an earlier one",
+    )
+    r = realize_offline(a, d)
+    assert "Menya Kaze" in r.text and "home by 9" in r.text
+    assert {"new", "also"} <= set(r.cited_memory_ids)
+    assert "so tired" not in r.text
+
+
+def test_undated_memories_keep_the_order_the_layer_reads() -> None:
+    # Without a world time (memories given all at once), the layer's reading of which one is
+    # later is all there is: the edge stands.
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    undated = {
+        i: m.model_copy(update={"observed_at": None, "created_at": at}) for i, m in MEMORIES.items()
+    }
+    view = _stale_view(_cluster(_sup("chat", "new")), undated, SIMS, QUERY)
+    assert view is not None and view.changes == ["chat"] and view.superseded == ["new"]
