@@ -648,6 +648,13 @@ def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
         )
 
 
+#: How much of a memory reporting a change a stale answer quotes: the new state is often named
+#: after a date and a circumstance ("On 14 March the allergist at Starship did the skin-prick
+#: test: ... We came home with an EpiPen"); cut at 24-30 words, answers on blind extra
+#: scenarios often stopped before it.
+CHANGE_WORDS = 45
+
+
 def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     s = a.stale
     if s is None or not s.changes or not s.old:
@@ -660,14 +667,14 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     told = [
         i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
     ]
-    change = "; ".join(_you(a, short(a.text(i), 30)) for i in told)
+    change = "; ".join(_you(a, short(a.text(i), CHANGE_WORDS)) for i in told)
     old = _you(a, short(a.text(old_id), 24))
     dated = f" ({_month(when)})" if when else ""
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
         shown = sorted(s.changes[:2], key=lambda i: _when(a, i))
         changes = "; ".join(
-            _you(a, short(a.text(i), 24))
+            _you(a, short(a.text(i), CHANGE_WORDS))
             + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
             for i in shown
         )

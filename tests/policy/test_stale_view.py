@@ -106,3 +106,34 @@ def test_undated_memories_keep_the_order_the_layer_reads() -> None:
     }
     view = _stale_view(_cluster(_sup("chat", "new")), undated, SIMS, QUERY)
     assert view is not None and view.changes == ["chat"] and view.superseded == ["new"]
+
+
+def test_a_change_named_after_a_date_and_a_circumstance_is_quoted_far_enough() -> None:
+    long = _mem(
+        "long",
+        "On Thursday 14 March 2024 the paediatric allergist at Starship did the skin-prick "
+        "test after a long wait in the clinic corridor: a 9 mm wheal for egg white. We came home with an EpiPen Jr prescription and an "
+        "action-plan sheet, which is on the fridge.",
+        NEW_DAY,
+        1,
+    )
+    mems = {"old": MEMORIES["old"], "long": long}
+    cluster = _cluster(_sup("long", "old"))
+    view = _stale_view(cluster, mems, {"old": 0.8, "long": 0.4}, QUERY)
+    assert view is not None
+    a = Analysis(
+        query=QUERY,
+        memories=mems,
+        cluster=cluster,
+        relevant=["old", "long"],
+        relevance={"old": 0.8, "long": 0.4},
+        risk=RiskTier.LOW,
+        stale=view,
+    )
+    d = Decision(
+        action=Action.COMMIT,
+        conflict_type=ConflictType.STALE,
+        evidence={"answer": ["long"]},
+        rationale="a later observation replaces an earlier one",
+    )
+    assert "EpiPen" in realize_offline(a, d).text
