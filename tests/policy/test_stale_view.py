@@ -112,8 +112,8 @@ def test_a_change_named_after_a_date_and_a_circumstance_is_quoted_far_enough() -
     long = _mem(
         "long",
         "On Thursday 14 March 2024 the paediatric allergist at Starship did the skin-prick "
-        "test after a long wait in the clinic corridor: a 9 mm wheal for egg white. We came home with an EpiPen Jr prescription and an "
-        "action-plan sheet, which is on the fridge.",
+        "test after a long wait in the clinic corridor: a 9 mm wheal for egg white. We came "
+        "home with an EpiPen Jr prescription and an action-plan sheet, which is on the fridge.",
         NEW_DAY,
         1,
     )
@@ -137,3 +137,26 @@ def test_a_change_named_after_a_date_and_a_circumstance_is_quoted_far_enough() -
         rationale="a later observation replaces an earlier one",
     )
     assert "EpiPen" in realize_offline(a, d).text
+
+
+def test_a_later_memory_read_as_replacing_only_the_change_does_not_lead() -> None:
+    # Months later, a remark the layer reads as putting the new job in doubt: the answer still
+    # leads with the change of the old state, and the new job is not filed as history.
+    later = _mem("later", "Our coffee machine died, any tips?", datetime(2024, 1, 9, tzinfo=UTC), 0)
+    mems = {**MEMORIES, "later": later}
+    inv = ConflictEdge(
+        user_id="u", kind=EdgeKind.PROPAGATED_INVALIDATION, source_id="later", target_id="new"
+    )
+    view = _stale_view(_cluster(_sup("new", "old"), inv), mems, {**SIMS, "later": 0.2}, QUERY)
+    assert view is not None
+    assert view.changes == ["new"] and view.superseded == ["old"]
+    assert "new" not in view.old
+
+
+def test_a_later_supersession_of_the_change_is_a_chain_of_changes() -> None:
+    # Moved to Portland, then to Seattle: the newest move leads, the first one is history.
+    later = _mem("later", "I moved on again, to Seattle.", datetime(2024, 1, 9, tzinfo=UTC), 0)
+    mems = {**MEMORIES, "later": later}
+    cluster = _cluster(_sup("new", "old"), _sup("later", "new"))
+    view = _stale_view(cluster, mems, {**SIMS, "later": 0.2}, QUERY)
+    assert view is not None and view.changes == ["later"] and "new" in view.superseded
