@@ -113,23 +113,6 @@ def _stale_view(
     ]
     if not edges:
         return None
-    # A change is a change of an old state. A later memory the layer reads only as putting
-    # other changes in doubt (a remark months later read as undoing the new job) does not
-    # displace them from the lead, nor are they history. (Only invalidations: a direct
-    # supersession of a change is how a chain of moves reads, and an earlier note read as
-    # replacing an older one makes the real update look like a change of a change.)
-    sources = {e.source_id for e in edges}
-    doubts_changes = {
-        i
-        for i in sources
-        if all(
-            e.target_id in sources and e.kind is EdgeKind.PROPAGATED_INVALIDATION
-            for e in edges
-            if e.source_id == i
-        )
-    }
-    if doubts_changes != sources:
-        edges = [e for e in edges if e.source_id not in doubts_changes]
     sup = {e.target_id for e in edges if e.kind is EdgeKind.SUPERSEDES}
     inv = {e.target_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION} - sup
     changes = {e.source_id for e in edges} - sup - inv

@@ -139,20 +139,6 @@ def test_a_change_named_after_a_date_and_a_circumstance_is_quoted_far_enough() -
     assert "EpiPen" in realize_offline(a, d).text
 
 
-def test_a_later_memory_read_as_replacing_only_the_change_does_not_lead() -> None:
-    # Months later, a remark the layer reads as putting the new job in doubt: the answer still
-    # leads with the change of the old state, and the new job is not filed as history.
-    later = _mem("later", "Our coffee machine died, any tips?", datetime(2024, 1, 9, tzinfo=UTC), 0)
-    mems = {**MEMORIES, "later": later}
-    inv = ConflictEdge(
-        user_id="u", kind=EdgeKind.PROPAGATED_INVALIDATION, source_id="later", target_id="new"
-    )
-    view = _stale_view(_cluster(_sup("new", "old"), inv), mems, {**SIMS, "later": 0.2}, QUERY)
-    assert view is not None
-    assert view.changes == ["new"] and view.superseded == ["old"]
-    assert "new" not in view.old
-
-
 def test_a_later_supersession_of_the_change_is_a_chain_of_changes() -> None:
     # Moved to Portland, then to Seattle: the newest move leads, the first one is history.
     later = _mem("later", "I moved on again, to Seattle.", datetime(2024, 1, 9, tzinfo=UTC), 0)
