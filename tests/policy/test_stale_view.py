@@ -13,6 +13,7 @@ from caap.models import (
     Decision,
     EdgeKind,
     Memory,
+    Response,
     RiskTier,
 )
 from caap.policy._analysis import Analysis, _stale_view
@@ -72,26 +73,33 @@ def test_edges_only_inside_one_conversation_give_no_stale_reading() -> None:
     assert _stale_view(_cluster(_sup("chat", "new")), MEMORIES, SIMS, QUERY) is None
 
 
-def test_the_parts_of_a_change_told_together_are_quoted_together() -> None:
-    cluster = _cluster(_sup("new", "old"), _sup("also", "old"))
-    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
-    assert view is not None and view.changes[:2] == ["new", "also"]
+def _answer(mems: dict[str, Memory], cluster: ConflictCluster, sims: dict[str, float]) -> Response:
+    """The offline commit on the stale view of ``cluster``, realized."""
+    view = _stale_view(cluster, mems, sims, QUERY)
+    assert view is not None
     a = Analysis(
         query=QUERY,
-        memories=dict(MEMORIES),
+        memories=dict(mems),
         cluster=cluster,
-        relevant=["old", "new", "also", "chat"],
-        relevance=SIMS,
+        relevant=sorted(mems, key=lambda i: -sims[i]),
+        relevance=sims,
         risk=RiskTier.LOW,
         stale=view,
     )
     d = Decision(
         action=Action.COMMIT,
         conflict_type=ConflictType.STALE,
-        evidence={"answer": ["new"]},
+        evidence={"answer": view.changes[:1]},
         rationale="a later observation replaces an earlier one",
     )
-    r = realize_offline(a, d)
+    return realize_offline(a, d)
+
+
+def test_the_parts_of_a_change_told_together_are_quoted_together() -> None:
+    cluster = _cluster(_sup("new", "old"), _sup("also", "old"))
+    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
+    assert view is not None and view.changes[:2] == ["new", "also"]
+    r = _answer(MEMORIES, cluster, SIMS)
     assert "Menya Kaze" in r.text and "home by 9" in r.text
     assert {"new", "also"} <= set(r.cited_memory_ids)
     assert "so tired" not in r.text
@@ -118,25 +126,8 @@ def test_a_change_named_after_a_date_and_a_circumstance_is_quoted_far_enough() -
         1,
     )
     mems = {"old": MEMORIES["old"], "long": long}
-    cluster = _cluster(_sup("long", "old"))
-    view = _stale_view(cluster, mems, {"old": 0.8, "long": 0.4}, QUERY)
-    assert view is not None
-    a = Analysis(
-        query=QUERY,
-        memories=mems,
-        cluster=cluster,
-        relevant=["old", "long"],
-        relevance={"old": 0.8, "long": 0.4},
-        risk=RiskTier.LOW,
-        stale=view,
-    )
-    d = Decision(
-        action=Action.COMMIT,
-        conflict_type=ConflictType.STALE,
-        evidence={"answer": ["long"]},
-        rationale="a later observation replaces an earlier one",
-    )
-    assert "EpiPen" in realize_offline(a, d).text
+    answer = _answer(mems, _cluster(_sup("long", "old")), {"old": 0.8, "long": 0.4})
+    assert "EpiPen" in answer.text
 
 
 def test_a_later_supersession_of_the_change_is_a_chain_of_changes() -> None:
