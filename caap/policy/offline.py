@@ -661,15 +661,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         _stale_timeline(a, d, r)
         return
     change_id, old_id = s.changes[0], s.old[0]
-    # Changes told at the same time (one conversation's turns) are one change in parts: a new
-    # diagnosis and what the doctor said next; quote the two nearest the query.
-    when = a.memories[change_id].observed_at
-    told = [
-        i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
-    ]
-    change = "; ".join(_you(a, short(a.text(i), CHANGE_WORDS)) for i in told)
     old = _you(a, short(a.text(old_id), 24))
-    dated = f" ({_month(when)})" if when else ""
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
         shown = sorted(s.changes[:2], key=lambda i: _when(a, i))
@@ -681,6 +673,14 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         _stale_propagated(a, d, r, changes, old)
         r.cite([*shown, *s.invalidated[:3]])
         return
+    # Changes told at the same time (one conversation's turns) are one change in parts: a new
+    # diagnosis and what the doctor said next; quote the two nearest the query.
+    when = a.memories[change_id].observed_at
+    told = [
+        i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
+    ]
+    change = "; ".join(_you(a, short(a.text(i), CHANGE_WORDS)) for i in told)
+    dated = f" ({_month(when)})" if when else ""
     if s.premise:
         r.say(
             f"Your question assumes something that is out of date: {old}. That no longer "
