@@ -149,6 +149,10 @@ class PairVerdict:
     evidence: str = ""
     newer: int | None = None
     """0 or 1 when the layer itself read which side is the later state; else ``None``."""
+    agree_odds: float = 1.0
+    """The factor the layer applied to agreement's odds in ``probs`` (a prior shift for
+    typing edges); a reader that needs the model's own reading, like the guard's agreement,
+    divides it back out."""
 
     @classmethod
     def from_probs(

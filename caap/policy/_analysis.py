@@ -591,7 +591,9 @@ def _agreement(
 
         verdicts = layer.relate([(view(filled[a]), view(filled[b])) for a, b in todo])
         for (a, b), v in zip(todo, verdicts, strict=True):
-            agree = v.probs.get("agree", 0.0)
+            # The model's own odds: a layer's prior shift toward agreement in the verdicts it
+            # types edges from (``agree_odds``) is no evidence for a high-stakes commit.
+            agree = v.probs.get("agree", 0.0) / v.agree_odds
             conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
             known[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
     return {frozenset(p): known[frozenset(p)] for p in pairs}

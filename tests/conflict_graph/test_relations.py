@@ -281,6 +281,7 @@ def test_learned_edges_discount_a_contradiction_between_nested_values(embedder: 
     from caap.conflict_graph._relations_features import NESTED_VALUES_CONTRADICTION
 
     layer = get_relation_layer("learned", embedder=embedder)
+    layer.agree_weight = 1.0  # type: ignore[attr-defined]  # the discount alone
     scc = RELATIONS.index("source_contradiction")
     lease = "The tenancy sets my share at £475 a month."
     same = (lease, "My flatmate says it's four seventy-five.")
@@ -339,3 +340,35 @@ def test_train_speaker_head_writes_weights_the_layer_reads(tmp_path: Path) -> No
     assert fh[2] < head.threshold and fh[3] < head.threshold
     with pytest.raises(ValueError, match="shape"):
         SpeakerHead(tmp_path / "s.npz", dimension=384)
+
+
+def test_agreement_weight_shifts_the_edge_verdicts_odds_only_for_agreement(
+    embedder: object,
+) -> None:
+    from caap.conflict_graph._relations_learned import AGREE_WEIGHT
+
+    layer = get_relation_layer("learned", embedder=embedder)
+    assert layer.agree_weight == AGREE_WEIGHT > 1.0  # type: ignore[attr-defined]
+    pairs = [
+        (
+            MemoryView("a", "The letter says the plot fee is 180 zł, due by 31 March."),
+            MemoryView("b", "The treasurer's notice at the gate: 180 złotych per plot."),
+        ),
+        (
+            MemoryView("c", "Mum says the dentist moved to Thursdays."),
+            MemoryView("d", "The dentist's website lists Tuesday appointments only."),
+        ),
+    ]
+    layer.agree_weight = 1.0  # type: ignore[attr-defined]
+    own = [v.probs for v in layer.relate(pairs)]
+    layer.agree_weight = 4.0  # type: ignore[attr-defined]
+    shifted = [v.probs for v in layer.relate(pairs)]
+
+    def odds(p: float) -> float:
+        return p / (1.0 - p)
+
+    for base, moved in zip(own, shifted, strict=True):
+        assert odds(moved["agree"]) == pytest.approx(4.0 * odds(base["agree"]), rel=1e-3)
+        ratio = base["source_contradiction"] / base["temporal_change"]
+        moved_ratio = moved["source_contradiction"] / moved["temporal_change"]
+        assert moved_ratio == pytest.approx(ratio, rel=1e-3)

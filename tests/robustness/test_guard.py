@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from caap.llm import FunctionModel, ScriptedModel
 from caap.models import Action, ConflictType, Decision, Memory, RiskTier
 from caap.policy import CaapPolicy
@@ -163,6 +165,42 @@ def test_another_account_stands_beside_a_first_hand_claim_only_when_read_as_agre
     hearsay = _analysis({"a": 0.8, "b": 0.8})
     hearsay.agreement = {both: 1.0}
     assert apply_guard(_commit_on("a", "b"), hearsay).action is Action.VERIFY
+
+
+def test_the_guards_agreement_reading_ignores_the_layers_agreement_weight(
+    embedder: Any,
+) -> None:
+    # The learned layer's verdicts give agreement extra odds for typing edges; the share of
+    # agreement the guard reads as positive evidence must stay the pair model's own.
+    from caap.conflict_graph import get_relation_layer
+    from caap.policy._analysis import _agreement
+
+    layer = get_relation_layer("learned", embedder=embedder)
+    texts = [
+        "The pharmacy label reads 5 mg of warfarin every evening.",
+        "Her daughter says the evening warfarin dose is 7.5 mg now.",
+        "The clinic kept the evening dose at 5 mg at the last INR check.",
+        "She has held a football season ticket since 1998.",
+    ]
+    mems = {f"w{i}": Memory(id=f"w{i}", text=t, user_id="u") for i, t in enumerate(texts)}
+    ids = list(mems)
+    layer.agree_weight = 1.0  # type: ignore[attr-defined]
+    own = _agreement(layer, mems, ids)
+    layer.agree_weight = 8.0  # type: ignore[attr-defined]
+    weighted = _agreement(layer, mems, ids)
+    assert set(own) == set(weighted) and len(own) == 6
+    for pair, share in own.items():
+        assert weighted[pair] == pytest.approx(share, abs=1e-4)
+    # The same when the verdicts come through another layer's fallback (an LLM that fails).
+    from caap.conflict_graph._relations_llm import LLMRelations
+
+    def broken(messages: list[Any], schema: dict[str, Any] | None) -> str:
+        raise RuntimeError("model down")
+
+    llm = LLMRelations(FunctionModel(broken), fallback=layer)
+    through = _agreement(llm, mems, ids)
+    for pair, share in own.items():
+        assert through[pair] == pytest.approx(share, abs=1e-4)
 
 
 def test_an_unnamed_source_without_a_reading_is_not_first_hand() -> None:
