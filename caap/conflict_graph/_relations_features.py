@@ -32,6 +32,7 @@ __all__ = [
     "pair_features",
     "pair_surface",
     "risk_features",
+    "scale_odds",
     "situation_features",
     "text_features",
     "text_scalars",
@@ -116,16 +117,23 @@ def _nested(a: str, b: str) -> bool:
     return bool(va) and bool(vb) and (va <= vb or vb <= va)
 
 
+def scale_odds(
+    probs: Array, relation: str, factor: float, rows: Sequence[bool] | None = None
+) -> Array:
+    """A copy of ``probs`` (rows over :data:`RELATIONS`) with ``relation``'s odds multiplied
+    by ``factor`` in the selected ``rows`` (all by default), those rows renormalised."""
+    out = probs.copy()
+    sel = np.ones(len(out), dtype=bool) if rows is None else np.asarray(rows, dtype=bool)
+    out[sel, RELATIONS.index(relation)] *= factor
+    out[sel] /= out[sel].sum(axis=1, keepdims=True)
+    return out
+
+
 def nested_values_read(probs: Array, texts: Sequence[tuple[str, str]]) -> Array:
     """``probs`` with the source-contradiction odds of pairs whose values nest multiplied by
     :data:`NESTED_VALUES_CONTRADICTION` (rows renormalised)."""
-    col = RELATIONS.index("source_contradiction")
-    out = probs.copy()
-    for row, (a, b) in enumerate(texts):
-        if _nested(a, b):
-            out[row, col] *= NESTED_VALUES_CONTRADICTION
-            out[row] /= out[row].sum()
-    return out
+    nested = [_nested(a, b) for a, b in texts]
+    return scale_odds(probs, "source_contradiction", NESTED_VALUES_CONTRADICTION, nested)
 
 
 def text_scalars(texts: Sequence[str]) -> Array:

@@ -41,6 +41,7 @@ from caap.conflict_graph._relations_features import (
     nested_values_read,
     pair_features,
     risk_features,
+    scale_odds,
     situation_features,
     text_features,
 )
@@ -304,9 +305,7 @@ class LearnedRelations:
         texts = [(a.text, b.text) for a, b in pairs]
         probs = nested_values_read(self.probabilities(texts), texts)
         if self.agree_weight != 1.0:
-            probs = probs.copy()
-            probs[:, RELATIONS.index("agree")] *= self.agree_weight
-            probs /= probs.sum(axis=1, keepdims=True)
+            probs = scale_odds(probs, "agree", self.agree_weight)
         out = []
         for row in probs:
             verdict = PairVerdict.from_probs(dict(zip(RELATIONS, row.tolist(), strict=True)))
