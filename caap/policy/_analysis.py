@@ -202,6 +202,10 @@ class Analysis:
     the pair's "related" reading that is agreement (not a context, time or source conflict),
     from a layer that reads whole situations; empty otherwise. The guard reads it as positive
     evidence that someone else's account states the same thing as a first-hand one."""
+    unrelated: dict[frozenset[str], float] = field(default_factory=dict)
+    """For the pairs of :attr:`agreement`: the layer's probability that the two memories are
+    about different things (the guard does not hold two first-hand claims read as surely
+    unrelated to agreeing with each other)."""
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -357,6 +361,7 @@ def analyze(
     verdict = layer.risk(query, [filled[i].text for i in relevant])
     risk = verdict.tier
     read: dict[frozenset[str], float] = {}  # agreement readings, shared by the two uses below
+    unrelated: dict[frozenset[str], float] = {}  # and the same pairs' "unrelated" readings
     if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
         # High stakes and several parties speaking on the topic: treat their accounts as a
         # source conflict even if the graph did not link them (it may have split the topic).
@@ -365,7 +370,7 @@ def analyze(
             src = filled[i].source
             if src and _text.normalize_source(src) not in _SELF:
                 by_source.setdefault(src, []).append(i)
-        if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read):
+        if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read, unrelated):
             ids = [i for v in by_source.values() for i in v]
             cluster = ConflictCluster(
                 id=f"{user}::query-view",
@@ -430,10 +435,11 @@ def analyze(
         attributed=attributed,
         successor=_successor(layer, filled, sims) if _reads_stale(situation) else None,
         agreement=(
-            _agreement(layer, filled, relevant, known=read)
+            _agreement(layer, filled, relevant, known=read, unrelated=unrelated)
             if situation is not None and RiskTier.HIGH in (tier, guard_risk)
             else {}
         ),
+        unrelated=unrelated,
     )
 
 
@@ -576,10 +582,12 @@ def _agreement(
     relevant: list[str],
     top: int = AGREEMENT_TOP,
     known: dict[frozenset[str], float] | None = None,
+    unrelated: dict[frozenset[str], float] | None = None,
 ) -> dict[frozenset[str], float]:
     """For every pair of the ``top`` most relevant memories: agreement's share of the
     layer's agreement-or-conflict reading (one batched call). ``known``: readings already
-    made, reused and extended with the new ones."""
+    made, reused and extended with the new ones; ``unrelated``, when given, receives each
+    newly read pair's probability that the two are about different things."""
     known = {} if known is None else known
     top_ids = relevant[:top]
     pairs = [(a, b) for k, a in enumerate(top_ids) for b in top_ids[k + 1 :]]
@@ -596,6 +604,8 @@ def _agreement(
             agree = v.probs.get("agree", 0.0) / v.agree_odds
             conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
             known[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
+            if unrelated is not None:
+                unrelated[frozenset((a, b))] = v.probs.get("unrelated", 0.0)
     return {frozenset(p): known[frozenset(p)] for p in pairs}
 
 
@@ -604,6 +614,7 @@ def _parties_agree(
     filled: Mapping[str, Memory],
     by_source: Mapping[str, list[str]],
     known: dict[frozenset[str], float] | None = None,
+    unrelated: dict[frozenset[str], float] | None = None,
 ) -> bool:
     """True when a layer that reads situations reads every account of one party as agreeing
     with every account of each other party (:func:`_agreement`'s share at least one half):
@@ -614,7 +625,7 @@ def _parties_agree(
         return False
     ids = [i for v in by_source.values() for i in v]
     party = {i: src for src, v in by_source.items() for i in v}
-    shares = _agreement(layer, filled, ids, top=len(ids), known=known)
+    shares = _agreement(layer, filled, ids, top=len(ids), known=known, unrelated=unrelated)
     cross = [v for pair, v in shares.items() if len({party[i] for i in pair}) == 2]
     return bool(cross) and min(cross) >= AGREEMENT_SHARE
 

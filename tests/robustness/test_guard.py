@@ -167,6 +167,34 @@ def test_another_account_stands_beside_a_first_hand_claim_only_when_read_as_agre
     assert apply_guard(_commit_on("a", "b"), hearsay).action is Action.VERIFY
 
 
+def test_two_first_hand_claims_stand_together_only_when_read_as_agreeing() -> None:
+    from caap.conflict_graph.relations import SituationVerdict
+
+    both = frozenset(("a", "b"))
+    calm = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
+    # A record and the user's own account, read as agreeing: positive evidence.
+    agree = _analysis({"a": 0.1, "b": 0.2}, calm)
+    agree.agreement = {both: 0.8}
+    assert apply_guard(_commit_on("a", "b"), agree).action is Action.COMMIT
+    # Read as disagreeing, or not read at all: no edge typed is no evidence they agree.
+    for readings in ({both: 0.3}, {}):
+        doubt = _analysis({"a": 0.1, "b": 0.2}, calm)
+        doubt.agreement = readings
+        out = apply_guard(_commit_on("a"), doubt)
+        assert out.action is Action.VERIFY and guarded(out)
+        assert "memories a and b, both first-hand" in out.rationale
+    # Read as surely about different things (an aside beside the dose): no dispute; read as
+    # maybe unrelated: still not evidence.
+    aside = _analysis({"a": 0.1, "b": 0.2}, calm)
+    aside.agreement, aside.unrelated = {both: 0.3}, {both: 0.9}
+    assert apply_guard(_commit_on("a"), aside).action is Action.COMMIT
+    aside.unrelated = {both: 0.6}
+    assert apply_guard(_commit_on("a"), aside).action is Action.VERIFY
+    # A layer that reads no pairs (no situation reading: ``rules``) is held to its edges.
+    rules = _analysis({"a": 0.1, "b": 0.2})
+    assert apply_guard(_commit_on("a", "b"), rules).action is Action.COMMIT
+
+
 def test_the_guards_agreement_reading_ignores_the_layers_agreement_weight(
     embedder: Any,
 ) -> None:
@@ -269,6 +297,9 @@ def test_agreement_is_read_on_high_stakes_queries_by_a_situation_reading_layer(
         frozenset((a, b)) for k, a in enumerate(top) for b in top[k + 1 :]
     }
     assert all(0.0 <= v <= 1.0 for v in learned.agreement.values())
+    # Each pair read also carries how sure the layer is that the two are about other things.
+    assert set(learned.unrelated) >= set(learned.agreement)
+    assert all(0.0 <= v <= 1.0 for v in learned.unrelated.values())
     # Rules read no situation, so a second-hand account never counts under them.
     assert analyze(mems, MED_QUERY, embedder, relations="rules").agreement == {}
     calm = analyze(
