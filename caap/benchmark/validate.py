@@ -219,8 +219,11 @@ def check_instance(
             leaked = sorted(distinctive_words(instance) & query)
             if leaked:
                 err(f"query leaks words of missing_information: {leaked}")
-    if instance.high_risk and instance.conflict_type != "SCC":
-        err(f"high_risk is set on a {instance.conflict_type} instance; only SCC may be high-risk")
+    if instance.high_risk and instance.conflict_type not in ("SCC", "NONE"):
+        err(
+            f"high_risk is set on a {instance.conflict_type} instance; only SCC and NONE (a "
+            "high-stakes matter whose sources agree: a high-risk control) may be high-risk"
+        )
     return out
 
 

@@ -90,7 +90,7 @@ def test_validate_broken_file_exits_1(tmp_path: Path, capsys: pytest.CaptureFixt
     f.write_text(json.dumps(raw) + "\n", encoding="utf-8")
     assert tangle("validate", str(f)) == 1
     out = capsys.readouterr().out
-    assert f"error: {raw['id']}" in out and "only SCC may be high-risk" in out
+    assert f"error: {raw['id']}" in out and "only SCC and NONE" in out
 
 
 def test_validate_missing_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

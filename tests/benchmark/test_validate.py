@@ -119,7 +119,7 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
     ("CPC", "no alternation", _no_alternation, "turns do not alternate"),
     ("SCC", "no missing info", _no_missing_information, "missing_information is required"),
     ("BOC", "query leaks", _leak, "query leaks words of missing_information"),
-    ("BOC", "high risk BOC", _high_risk_boc, "only SCC may be high-risk"),
+    ("BOC", "high risk BOC", _high_risk_boc, "only SCC and NONE"),
     ("CPC", "duplicate session", _dup_session, "duplicate session ids"),
 ]
 
@@ -232,3 +232,12 @@ def test_custom_dataset_with_other_sizes_validates_with_warnings(
     assert any("expected 2-8" in p.message for p in errors(validate_dataset(f)))
     strict = check_instance(Instance.model_validate(_resize(base(raw, "CPC"), 3, 4)))
     assert any("expected 6-8" in p.message for p in errors(strict))
+
+
+def test_a_high_risk_control_is_valid(raw: list[dict[str, Any]]) -> None:
+    # A high-stakes matter whose sources agree is a high-risk control (the guard must let a
+    # justified commit stand there); only context and oscillation instances cannot be high-risk.
+    d = base(raw, "NONE")
+    d["missing_information"] = None
+    d["high_risk"] = True
+    assert check_instance(Instance.model_validate(d)) == []
