@@ -6,8 +6,8 @@ record). This measures, on the frozen test file of the blind speaker corpus
 ``hearsay`` by a writer who read no code), how many first-hand memories the ``learned`` layer
 clears (attribution below one half) and how many other people's accounts or hearsay it wrongly
 clears: without the speaker head (the cues and the facet model) and with the shipped one
-(``caap/data/speaker_head.npz``, fitted on ``train.jsonl`` and ``train2.jsonl``, chosen on
-``dev.jsonl`` and ``dev2.jsonl`` by ``caap relations train-speaker``).
+(``caap/data/speaker_head.npz``, fitted on ``train.jsonl``, chosen on ``dev.jsonl`` by
+``caap relations train-speaker``).
 
     PYTHONPATH=$PWD python benchmark/speaker_reading.py [--split test|dev|train]
 """
