@@ -17,6 +17,13 @@ decision is checked against the evidence the offline analysis found before anyth
   void it. "No conflict was detected" is not evidence. Otherwise the commit becomes ``verify``
   and the reason is written into the decision (``rationale``, prefixed with
   :data:`GUARD_TAG`).
+* **No commit over sources that disagree, whatever the stakes read.** The risk reading misses
+  stakes it never saw (a van's payload, a boat's passenger limit, an appointment date), and
+  with it the rule above; so below high stakes a ``commit`` also becomes ``verify`` when the
+  graph typed a source contradiction nothing settles (a later confirmation, the user's
+  confirmed track record of the sources, or one written record against an informal account
+  that the commit cites) or the layer reads the memories as disagreeing sources more likely
+  than not. The risk is not re-rated.
 
 The guard is pure: it reads the analysis and the decision and returns a decision.
 """
@@ -24,7 +31,16 @@ The guard is pure: it reads the analysis and the decision and returns a decision
 from __future__ import annotations
 
 from caap.conflict_graph import _text
-from caap.models import Action, ConflictEdge, Decision, EdgeKind, Memory, Response, RiskTier
+from caap.models import (
+    Action,
+    ConflictEdge,
+    ConflictType,
+    Decision,
+    EdgeKind,
+    Memory,
+    Response,
+    RiskTier,
+)
 from caap.policy._analysis import AGREEMENT_SHARE, Analysis, max_risk, second_person, short
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
@@ -48,6 +64,10 @@ _REPLACES = frozenset({EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION})
 #: account to stand beside a first-hand claim (:attr:`Analysis.agreement`); the analysis
 #: reads several parties' accounts as one from the same share.
 AGREEMENT_MIN = AGREEMENT_SHARE
+
+#: The situation reading's probability that the recalled memories agree (``NONE``) below which
+#: a high-stakes commit has no positive evidence.
+SITUATION_MIN = 0.5
 
 #: Sources that are the user speaking for themselves.
 _SELF_SOURCES = frozenset(
@@ -130,7 +150,7 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
             + (f" ({cluster.unresolved})" if cluster.unresolved else "")
         )
     situation = analysis.situation
-    if situation is not None and situation.probs.get("NONE", 0.0) < 0.5:
+    if situation is not None and situation.probs.get("NONE", 0.0) < SITUATION_MIN:
         return (
             "the relation layer does not read the recalled memories as agreeing "
             f"(agreement {situation.probs.get('NONE', 0.0):.2f})"
@@ -196,6 +216,56 @@ def _first_hand_dispute(first: list[str], analysis: Analysis) -> str | None:
     return None
 
 
+#: The situation reading's probability of a source contradiction from which a commit is held
+#: at any stakes (more likely than not).
+SOURCES_DISAGREE = 0.5
+
+
+def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
+    """Why the memories read as an unsettled source contradiction, or ``None``.
+
+    Whatever the stakes read, a commit over sources that disagree has nothing to rest on: the
+    risk reading misses stakes it was not trained on (a van's payload, a boat's passenger
+    limit, an appointment date), and with it the high-stakes rule. So the guard also holds a
+    commit when the graph typed a source contradiction that nothing settles, or when the
+    layer's reading of the memories as a whole finds a source contradiction more likely than
+    not (:data:`SOURCES_DISAGREE`). What settles a typed one below high stakes is what the
+    offline policy commits on: a later confirmation, the user's confirmed track record of those
+    sources favouring a side, or a single written record against an informal account, when
+    the commit cites the record.
+    """
+    cluster = analysis.cluster
+    if (
+        cluster is not None
+        and cluster.conflict_type is ConflictType.SCC
+        and cluster.has_conflict
+        and analysis.resolution is None
+    ):
+        view = analysis.source_view
+        by_track = (
+            view is not None
+            and view.informed
+            and view.favoured is not None
+            and not view.posterior.abstain
+        )
+        records = [side for side in cluster.sides if _text.is_record_source(side)]
+        cited = {i for ids in decision.evidence.values() for i in ids}
+        by_record = (
+            len(records) == 1
+            and len(cluster.sides) == 2
+            and bool(cited & set(cluster.sides[records[0]]))
+        )
+        if not (by_track or by_record):
+            return "the recalled memories carry a source contradiction"
+    situation = analysis.situation
+    if situation is not None and situation.probs.get("SCC", 0.0) >= SOURCES_DISAGREE:
+        return (
+            "the relation layer reads the recalled memories as sources that disagree "
+            f"(source contradiction {situation.probs['SCC']:.2f})"
+        )
+    return None
+
+
 def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
     """Enforce the risk floor and the high-risk commit rule on any backbone's decision.
 
@@ -230,6 +300,13 @@ def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
                     "confirmation from the user or the governing record that this is current"
                 )
             notes.append(f"{_OVERRIDE}: high-stakes matter and no positive evidence ({reason})")
+    elif decision.action is Action.COMMIT:
+        reason = _unsettled_sources(decision, analysis)
+        if reason is not None:
+            update["action"] = Action.VERIFY
+            if not decision.missing_information:
+                update["missing_information"] = "which source is right"
+            notes.append(f"{_OVERRIDE}: {reason}, and nothing settles which is right")
     if not notes:
         return decision
     sep = " " if decision.rationale else ""

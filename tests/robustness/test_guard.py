@@ -384,3 +384,35 @@ def test_a_sure_low_reading_of_the_risk_model_overrules_a_stray_keyword(embedder
     assert not _fitted_sure_low(
         resolve_relations("learned"), RiskVerdict(RiskTier.LOW, 1 - RISK_VETO)
     )
+
+
+def test_a_commit_over_disagreeing_sources_is_held_whatever_the_stakes_read() -> None:
+    # The risk reading misses stakes it never saw (a payload, a passenger limit); a commit
+    # over sources the analysis reads as disagreeing has nothing to rest on at any tier.
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import ConflictCluster
+
+    def commit(risk: RiskTier) -> Decision:
+        return _commit_on("a").model_copy(update={"risk": risk})
+
+    low = _analysis({"a": 0.1, "b": 0.8})
+    low.risk = RiskTier.LOW
+    assert apply_guard(commit(RiskTier.LOW), low).action is Action.COMMIT
+    typed = _analysis({"a": 0.1, "b": 0.8})
+    typed.risk = RiskTier.LOW
+    typed.cluster = ConflictCluster(
+        id="u::x", user_id="u", aspect="x", memory_ids=["a", "b"],
+        conflict_type=ConflictType.SCC,
+    )  # fmt: skip
+    out = apply_guard(commit(RiskTier.LOW), typed)
+    assert out.action is Action.VERIFY and guarded(out)
+    assert out.risk is RiskTier.LOW  # held, not re-rated
+    read = _analysis({"a": 0.1, "b": 0.8}, SituationVerdict({"SCC": 0.6, "NONE": 0.4}))
+    read.risk = RiskTier.MEDIUM
+    assert apply_guard(commit(RiskTier.MEDIUM), read).action is Action.VERIFY
+    calm = _analysis({"a": 0.1, "b": 0.8}, SituationVerdict({"SCC": 0.3, "NONE": 0.7}))
+    calm.risk = RiskTier.MEDIUM
+    assert apply_guard(commit(RiskTier.MEDIUM), calm).action is Action.COMMIT
+    # A later confirmation that settles the contradiction lets the commit stand.
+    typed.resolution = typed.memories["a"]
+    assert apply_guard(commit(RiskTier.LOW), typed).action is Action.COMMIT
