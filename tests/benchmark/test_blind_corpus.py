@@ -27,6 +27,20 @@ def test_test_split_is_frozen() -> None:
     assert present == listed, "the frozen test split changed: it may not be edited"
 
 
+def test_guard_sets_are_high_stakes_and_guard2_is_frozen() -> None:
+    listed = _listed("guard2")
+    present = {
+        str(p.relative_to(ROOT / "guard2")): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((ROOT / "guard2").rglob("*.jsonl"))
+    }
+    assert present == listed, "the held-out guard2 set changed: it may not be edited"
+    for split in ("guard", "guard2"):
+        instances = load_dataset(ROOT / split / "tangle")
+        assert len(instances) == 60 and all(i.high_risk for i in instances)
+        assert {i.conflict_type for i in instances} == {"SCC", "NONE"}
+        assert {i.style for i in instances} == set(STYLES)
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
