@@ -18,22 +18,21 @@ def _listed(split: str) -> dict[str, str]:
     return {name: digest for digest, name in (r.split("  ", 1) for r in rows if r.strip())}
 
 
-def test_test_split_is_frozen() -> None:
-    listed = _listed("test")
-    present = {
-        str(p.relative_to(ROOT / "test")): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((ROOT / "test").rglob("*.jsonl"))
+def _present(split: str) -> dict[str, str]:
+    return {
+        str(p.relative_to(ROOT / split)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((ROOT / split).rglob("*.jsonl"))
     }
-    assert present == listed, "the frozen test split changed: it may not be edited"
+
+
+def test_test_split_is_frozen() -> None:
+    assert _present("test") == _listed("test"), (
+        "the frozen test split changed: it may not be edited"
+    )
 
 
 def test_guard_sets_are_high_stakes_and_guard2_is_frozen() -> None:
-    listed = _listed("guard2")
-    present = {
-        str(p.relative_to(ROOT / "guard2")): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((ROOT / "guard2").rglob("*.jsonl"))
-    }
-    assert present == listed, "the held-out guard2 set changed: it may not be edited"
+    assert _present("guard2") == _listed("guard2"), "the held-out guard2 set may not be edited"
     for split in ("guard", "guard2"):
         instances = load_dataset(ROOT / split / "tangle")
         assert len(instances) == 60 and all(i.high_risk for i in instances)
