@@ -216,6 +216,34 @@ class Analysis:
         """A memory's text."""
         return self.memories[memory_id].text
 
+    @property
+    def sides(self) -> dict[str, list[str]]:
+        """The recalled cluster's sides (label -> ids), each cut to the visible memories; sides
+        left empty are dropped."""
+        c = self.cluster
+        if c is None:
+            return {}
+        return {
+            label: [i for i in ids if i in self.memories] for label, ids in c.sides.items() if ids
+        }
+
+    @property
+    def favoured_by_track_record(self) -> str | None:
+        """For a source contradiction whose sources have confirmed outcomes: the side the
+        user's track record of them favours, unless the posterior abstains."""
+        v = self.source_view
+        if v is None or not v.informed or v.posterior.abstain:
+            return None
+        return v.favoured
+
+    @property
+    def lone_record_side(self) -> str | None:
+        """The side that is a written record, when the cluster has two sides and exactly one
+        is a record (a record against an informal account)."""
+        sides = self.sides
+        records = [s for s in sides if s != "your own account" and _text.is_record_source(s)]
+        return records[0] if len(records) == 1 and len(sides) == 2 else None
+
 
 def _rank_clusters(
     graph: _GraphLike, qv: np.ndarray, sims: dict[str, float]

@@ -241,21 +241,10 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
         and cluster.has_conflict
         and analysis.resolution is None
     ):
-        view = analysis.source_view
-        by_track = (
-            view is not None
-            and view.informed
-            and view.favoured is not None
-            and not view.posterior.abstain
-        )
-        records = [side for side in cluster.sides if _text.is_record_source(side)]
+        record = analysis.lone_record_side
         cited = {i for ids in decision.evidence.values() for i in ids}
-        by_record = (
-            len(records) == 1
-            and len(cluster.sides) == 2
-            and bool(cited & set(cluster.sides[records[0]]))
-        )
-        if not (by_track or by_record):
+        by_record = record is not None and bool(cited & set(analysis.sides[record]))
+        if analysis.favoured_by_track_record is None and not by_record:
             return "the recalled memories carry a source contradiction"
     situation = analysis.situation
     if situation is not None and situation.probs.get("SCC", 0.0) >= SOURCES_DISAGREE:

@@ -39,13 +39,6 @@ _ACTION_REQUEST = re.compile(
 _MIN_SUPPORT = 0.2
 
 
-def _sides(a: Analysis) -> dict[str, list[str]]:
-    c = a.cluster
-    if c is None:
-        return {}
-    return {label: [i for i in ids if i in a.memories] for label, ids in c.sides.items() if ids}
-
-
 def _answer(a: Analysis, n: int = 3) -> list[str]:
     """The memories a plain answer rests on: of the recalled cluster's memories that the
     layer read as corroborating each other, the largest such group (the most relevant first;
@@ -84,11 +77,12 @@ def _by_track_record(a: Analysis, make: Callable[..., Decision], missing: str) -
     if v is None or not v.informed:
         return None
     p = v.posterior
-    if not p.abstain and a.risk is RiskTier.LOW and v.favoured is not None:
+    favoured = a.favoured_by_track_record
+    if favoured is not None and a.risk is RiskTier.LOW:
         return make(
             Action.COMMIT,
             f"low stakes, and the sources' confirmed track record ({v.describe()}) favours "
-            f"{v.favoured} (posterior margin {p.margin:.2f} >= {p.threshold:.2f})",
+            f"{favoured} (posterior margin {p.margin:.2f} >= {p.threshold:.2f})",
         )
     why = (
         f"margin {p.margin:.2f} < {p.threshold:.2f}"
@@ -175,7 +169,7 @@ _MISSING = {
 def _decide_graph(a: Analysis) -> Decision:
     """The action the graph's cluster reading alone calls for."""
     ctype = a.conflict_type
-    sides = _sides(a)
+    sides = a.sides
     evidence = {label: ids for label, ids in sides.items()} or {"answer": _answer(a)}
     unresolved = a.cluster.unresolved if a.cluster else None
     risk = a.risk
@@ -267,7 +261,6 @@ def _decide_graph(a: Analysis) -> Decision:
             missing,
         )
     # SCC: which source governs is itself uncertain.
-    sources = [s for s in sides if s != "your own account"]
     missing = "which source is current and authoritative: " + " vs ".join(sides)
     if risk is RiskTier.HIGH:
         if _ACTION_REQUEST.search(a.query):
@@ -286,11 +279,11 @@ def _decide_graph(a: Analysis) -> Decision:
     by_track_record = _by_track_record(a, make, missing)
     if by_track_record is not None:
         return by_track_record
-    records = [s for s in sources if _is_record(s)]
-    if risk is RiskTier.LOW and len(records) == 1 and len(sides) == 2:
+    record = a.lone_record_side
+    if risk is RiskTier.LOW and record is not None:
         return make(
             Action.COMMIT,
-            f"low stakes and one side is a record ({records[0]}) against an informal account",
+            f"low stakes and one side is a record ({record}) against an informal account",
         )
     return make(
         Action.VERIFY,
@@ -399,7 +392,7 @@ def _side_claim(a: Analysis, ids: list[str]) -> str:
 
 
 def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
-    sides = _sides(a)
+    sides = a.sides
     labelled = {k: v for k, v in sides.items() if k != "no condition stated"}
     conds = {label: _strip_lead(_you(a, label)) for label in labelled}
     if d.action is Action.COMMIT and a.settled_side:
@@ -586,7 +579,7 @@ def _shown_source(a: Analysis, label: str, ids: list[str]) -> str:
 
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     # The sources named, checked and asked about are the same ones (at most four).
-    raw = dict(list(_sides(a).items())[:4])
+    raw = dict(list(a.sides.items())[:4])
     shown = {label: _shown_source(a, label, ids) for label, ids in raw.items()}
     if len(set(shown.values())) < len(shown):  # two sides would read the same: keep the graph's
         shown = {label: label for label in raw}
