@@ -19,6 +19,7 @@ guard's first-hand test needs it, is also read by the speaker head
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -80,13 +81,33 @@ _readers: dict[Path, PairReader] = {}
 _readers_lock = threading.Lock()
 
 
+def _reader_path(weights: Path, card: dict[str, Any]) -> Path:
+    """Where the pair reader the weights were trained with is: the file their card names,
+    relative to the weights, else the shipped one. Weights copied away from the reader they
+    name (the card keeps the path from where they were written) still find it when a file of
+    the same name beside them, or the shipped reader, has the checksum the card records."""
+    meta = card.get("pair_reader") or {}
+    name = meta.get("file")
+    if not name:
+        return default_reader_path()
+    path: Path = weights.parent / str(name)
+    if path.exists():
+        return path
+    digest = meta.get("sha256")
+    for other in (weights.parent / Path(str(name)).name, default_reader_path()):
+        if digest and other.exists() and hashlib.sha256(other.read_bytes()).hexdigest() == digest:
+            return other
+    raise ValueError(
+        f"weights {weights} name the pair reader {path}, which does not exist, and no reader "
+        f"with the checksum their card records is beside them or shipped; put the reader "
+        f"they were trained with (--reader) at that path or beside the weights"
+    )
+
+
 def _reader_for(weights: Path, card: dict[str, Any]) -> PairReader:
-    """The pair reader the weights were trained with: the file their card names (beside the
-    weights), else the shipped one; one instance per file in the process."""
-    name = (card.get("pair_reader") or {}).get("file")
-    path = (weights.parent / name) if name else default_reader_path()
-    if not path.exists():
-        raise ValueError(f"weights {weights} name the pair reader {path}, which does not exist")
+    """The pair reader the weights were trained with (:func:`_reader_path`); one instance per
+    file in the process."""
+    path = _reader_path(weights, card)
     with _readers_lock:
         key = path.resolve()
         if key not in _readers:

@@ -249,6 +249,44 @@ def test_learned_layer_rejects_weights_of_another_feature_layout(
         get_relation_layer("learned", weights=old, embedder=embedder)
 
 
+def _copied_weights(tmp_path: Path, reader_entry: dict[str, str]) -> Path:
+    """The shipped weights copied to ``tmp_path`` with a card naming ``reader_entry``, as
+    weights written elsewhere and then moved keep the reader path of where they were written."""
+    import json
+    import shutil
+
+    from caap.conflict_graph._relations_learned import default_weights_path
+
+    src = default_weights_path()
+    dst = tmp_path / "moved" / "relations.npz"
+    dst.parent.mkdir(parents=True)
+    shutil.copy(src, dst)
+    card = json.loads(src.with_suffix(".json").read_text())
+    card["pair_reader"] = reader_entry
+    dst.with_suffix(".json").write_text(json.dumps(card))
+    return dst
+
+
+def test_moved_weights_find_their_reader_by_checksum(tmp_path: Path, embedder: object) -> None:
+    import hashlib
+
+    from caap.conflict_graph._pair_reader import default_reader_path
+
+    shipped = default_reader_path()
+    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    gone = {"file": "../../elsewhere/pair_reader.npz", "sha256": digest}
+    layer = get_relation_layer(
+        "learned", weights=_copied_weights(tmp_path, gone), embedder=embedder
+    )
+    assert layer.reader.weights_path.resolve() == shipped.resolve()
+    # a reader the card does not vouch for is not taken in its place
+    wrong = {"file": "../../elsewhere/pair_reader.npz", "sha256": "0" * 64}
+    with pytest.raises(ValueError, match="checksum"):
+        get_relation_layer(
+            "learned", weights=_copied_weights(tmp_path / "b", wrong), embedder=embedder
+        )
+
+
 def test_pair_surface_reads_one_value_in_two_wordings() -> None:
     from caap.conflict_graph._relations_features import N_PAIR_SURFACE, pair_surface
 
