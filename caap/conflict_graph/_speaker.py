@@ -9,8 +9,9 @@ from (``caap/benchmark/data/blind/speakers``, written blind), with the share of
 :data:`FIRST_HAND` needed to clear a memory chosen on dev so that it clears no more other
 people's accounts than the earlier reading did.
 
-Weights ship as ``caap/data/speaker_head.npz`` with a JSON card; retrain with
-``caap relations train-speaker --data TRAIN.jsonl --dev DEV.jsonl --out FILE``.
+Weights ship as ``caap/data/speaker_head.npz`` with a JSON card (fitted on ``train.jsonl``,
+chosen on ``dev.jsonl``); retrain with ``caap relations train-speaker --data TRAIN.jsonl --dev
+DEV.jsonl --out FILE`` (``--data`` and ``--dev`` repeat).
 """
 
 from __future__ import annotations
