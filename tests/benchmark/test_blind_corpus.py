@@ -40,6 +40,17 @@ def test_guard_sets_are_high_stakes_and_guard2_is_frozen() -> None:
         assert {i.style for i in instances} == set(STYLES)
 
 
+def test_train2_is_frozen_and_shares_no_persona() -> None:
+    """``train2/`` was measured once as data the shipped weights never saw: it stays as its
+    writers left it, and its personas are its own."""
+    assert _present("train2") == _listed("train2"), "train2 may not be edited"
+    mine = {i.persona.id for i in load_dataset(ROOT / "train2" / "tangle")}
+    assert len(mine) == 100
+    for other in ("test", "train", "dev", "extra", "guard", "guard2"):
+        if (ROOT / other / "tangle").is_dir():
+            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
