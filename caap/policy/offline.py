@@ -223,8 +223,11 @@ def _decide_graph(a: Analysis) -> Decision:
                 Action.COMMIT,
                 f"the query names the context ({a.settled_side}), which settles the preference",
             )
-        missing = "which situation applies: " + " or ".join(
-            s for s in sides if s != "no condition stated"
+        labels = [s for s in sides if s != "no condition stated"]
+        missing = (
+            "which situation applies: " + " or ".join(labels)
+            if labels
+            else "which situation applies (no memory states the condition it holds under)"
         )
         if risk is RiskTier.HIGH or len(sides) > 4:
             return make(
@@ -410,21 +413,25 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
             )
             r.cite([i for k in others for i in labelled[k]])
         return
+    loose = sides.get("no condition stated", [])
+    if not labelled:
+        _cpc_unlabelled(a, d, r, loose)
+        return
+    n = len(labelled)
     r.say(
-        f"Your memories tie this to the situation rather than giving one answer; "
-        f"{len(labelled)} conditions are on record:"
+        "Your memories tie this to the situation rather than giving one answer; "
+        + (f"{n} conditions are on record:" if n > 1 else "one condition is on record:")
     )
     for label, ids in labelled.items():
         r.branch(_cap(_if(label, conds[label])), _side_claim(a, ids))
         r.cite(ids)
-    loose = sides.get("no condition stated", [])[:2]
     if loose:
         r.say(
             "Also on record, with no condition attached: "
-            + "; ".join(_said(a, i, 25) for i in loose)
+            + "; ".join(_said(a, i, 25) for i in loose[:2])
             + "."
         )
-        r.cite(loose)
+        r.cite(loose[:2])
     r.say(
         "These don't contradict each other: each holds in its own situation, so what matters "
         "is which situation you are in this time."
@@ -433,13 +440,43 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
     options = [conds[k] for k in labelled]
     if d.action is Action.CLARIFY:
         r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
-    r.ask(f"Which situation is this for: {_or(options)}?")
+    if len(options) == 1:
+        r.ask(f"Is this for {options[0]}, or a different situation?")
+    else:
+        r.ask(f"Which situation is this for: {_or(options)}?")
     firsts = list(labelled.items())[:2]
     r.say(
         "Once I know, I'll tailor it: "
         + "; ".join(f"{_if(k, conds[k])}, I'd follow {_quote(a, v, 14)}" for k, v in firsts)
         + "."
     )
+
+
+def _cpc_unlabelled(a: Analysis, d: Decision, r: _Draft, ids: list[str]) -> None:
+    """A context-dependent preference whose memories each give an answer but none names the
+    situation it holds for: show the answers themselves and ask which fits this time."""
+    shown = sorted(ids, key=lambda i: -a.relevance.get(i, 0.0))[:3]
+    if not shown:
+        shown = list(a.relevant[:3])
+    r.say(
+        "Your memories give different answers here, and they read as depending on the "
+        "situation rather than contradicting each other, but none of them says which "
+        "situation it is for:"
+    )
+    for i in shown:
+        r.bullet(f"{_cap(_said(a, i, 25))}.")
+    r.cite(shown)
+    if d.action is Action.CLARIFY:
+        r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
+    if len(shown) >= 2:
+        options = [_quote(a, [i], 10) for i in shown[:2]]
+        r.ask(
+            "What is different about this time, so I can tell which of these applies: "
+            f"{options[0]} or {options[1]}?"
+        )
+    else:
+        r.ask("What is different about this time, so I can tell whether that applies?")
+    r.say("Once you tell me the situation, I'll answer for it.")
 
 
 def _if(label: str, cond: str) -> str:
@@ -577,12 +614,22 @@ def _shown_source(a: Analysis, label: str, ids: list[str]) -> str:
     return f"{m.group(1)}'s {m.group(2)}" if m else label
 
 
+#: A determiner or possessive that opens a source label taken from a sentence's start ("Her
+#: son", "The pharmacy label"); inside a sentence it is written in lower case.
+_LEAD = re.compile(r"^(?:The|A|An|Her|His|Their|Its|Our|Your)\b")
+
+
+def _mid(label: str) -> str:
+    """A source label as written inside a sentence ("Ask her son", not "Ask Her son")."""
+    return _LEAD.sub(lambda m: m.group(0).lower(), label.strip())
+
+
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     # The sources named, checked and asked about are the same ones (at most four).
     raw = dict(list(a.sides.items())[:4])
-    shown = {label: _shown_source(a, label, ids) for label, ids in raw.items()}
+    shown = {label: _mid(_shown_source(a, label, ids)) for label, ids in raw.items()}
     if len(set(shown.values())) < len(shown):  # two sides would read the same: keep the graph's
-        shown = {label: label for label in raw}
+        shown = {label: _mid(label) for label in raw}
     sides = {shown[label]: ids for label, ids in raw.items()}
     r.say(f"Your memories disagree depending on who is telling it ({len(sides)} sources):")
     for label, ids in sides.items():

@@ -1,0 +1,96 @@
+"""Offline realization when the graph's sides carry little: conditions nobody stated, a single
+stated condition, and source labels taken from the start of a sentence."""
+
+from __future__ import annotations
+
+from caap.models import Action, ConflictCluster, ConflictType, Memory, RiskTier
+from caap.policy._analysis import Analysis
+from caap.policy.offline import decide_offline, realize_offline
+
+TEXTS = {
+    "a": "Lena drinks her coffee black and strong.",
+    "b": "Lena takes a big milky latte with oat milk.",
+    "c": "Lena sometimes has a flat white.",
+}
+
+
+def _cpc(sides: dict[str, list[str]]) -> Analysis:
+    return Analysis(
+        query="How does Lena take her coffee?",
+        memories={i: Memory(id=i, text=t, user_id="lena") for i, t in TEXTS.items()},
+        cluster=ConflictCluster(
+            id="c1",
+            user_id="lena",
+            aspect="coffee",
+            memory_ids=list(TEXTS),
+            conflict_type=ConflictType.CPC,
+            unresolved="which context applies",
+            sides=sides,
+        ),
+        relevant=list(TEXTS),
+        relevance={"a": 0.8, "b": 0.75, "c": 0.5},
+        risk=RiskTier.LOW,
+        subject={"Lena"},
+    )
+
+
+def test_a_context_conflict_with_no_stated_condition_shows_the_answers_and_asks() -> None:
+    a = _cpc({"no condition stated": ["a", "b", "c"]})
+    d = decide_offline(a)
+    assert d.action is Action.CONDITIONALIZE
+    assert d.missing_information and not d.missing_information.rstrip().endswith(":")
+    r = realize_offline(a, d)
+    assert "0 conditions" not in r.text and "something else" not in r.text
+    assert "black and strong" in r.text and "oat milk" in r.text
+    assert set(r.cited_memory_ids) >= {"a", "b"}
+    assert len(r.questions) == 1
+    # The question offers the two answers on record, not an empty list of situations.
+    assert "black" in r.questions[0] and "latte" in r.questions[0]
+    assert not r.text.rstrip().endswith(": .")
+
+
+def test_a_single_stated_condition_is_offered_against_any_other_situation() -> None:
+    a = _cpc({"on weekdays": ["a"], "no condition stated": ["b", "c"]})
+    r = realize_offline(a, decide_offline(a))
+    assert "1 conditions" not in r.text and "one condition is on record" in r.text
+    assert r.questions == ["Is this for on weekdays, or a different situation?"]
+    assert "oat milk" in r.text  # the unconditioned answer is still shown
+
+
+def test_two_stated_conditions_keep_the_branch_per_context() -> None:
+    a = _cpc({"on weekdays": ["a"], "at weekends": ["b"]})
+    r = realize_offline(a, decide_offline(a))
+    assert "2 conditions are on record" in r.text
+    assert len(r.branches) == 2
+    assert "on weekdays" in r.questions[0] and "at weekends" in r.questions[0]
+
+
+def test_a_source_label_from_a_sentence_start_reads_in_lower_case_inside_sentences() -> None:
+    texts = {
+        "a": "Her son said the new dose is 100 micrograms a day.",
+        "b": "The pharmacy label says 50 micrograms a day.",
+    }
+    a = Analysis(
+        query="What thyroid dose does Keiko take?",
+        memories={i: Memory(id=i, text=t, user_id="keiko") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="c2",
+            user_id="keiko",
+            aspect="dose",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.SCC,
+            unresolved="which source is authoritative",
+            sides={"Her son": ["a"], "The pharmacy label": ["b"]},
+            source_count=2,
+        ),
+        relevant=list(texts),
+        relevance={"a": 0.8, "b": 0.8},
+        risk=RiskTier.HIGH,
+        subject={"Keiko"},
+    )
+    d = decide_offline(a)
+    assert d.action is not Action.COMMIT
+    r = realize_offline(a, d)
+    assert "- Her son:" in r.text  # a bullet still starts with a capital
+    assert "Ask her son" in r.text and "Ask Her son" not in r.text
+    assert "her son" in r.questions[0] and "the pharmacy label" in r.questions[0]
