@@ -531,7 +531,7 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
         when = _month(p.start)
         dur = f", for {p.duration}" if p.duration else ""
         # Name the month only when the memory's own words give it.
-        head = f"From {when}{dur}" if when.split()[0] in first else f"Phase {n}{dur}"
+        head = f"From {when}{dur}" if p.start and when.split()[0] in first else f"Phase {n}{dur}"
         r.bullet(f"{head}: {_said(a, p.members[0], 28)}.")
         r.cite(list(p.members))
     durations = [p.duration for p in phases if p.duration]

@@ -94,3 +94,37 @@ def test_a_source_label_from_a_sentence_start_reads_in_lower_case_inside_sentenc
     assert "- Her son:" in r.text  # a bullet still starts with a capital
     assert "Ask her son" in r.text and "Ask Her son" not in r.text
     assert "her son" in r.questions[0] and "the pharmacy label" in r.questions[0]
+
+
+def test_undated_phases_are_numbered_not_dated_from_an_undated_point() -> None:
+    from caap.conflict_graph.rules import Phase, TemporalReading
+
+    texts = {
+        "a": "Yara wrote from 5 to 9 in the morning, an early routine.",
+        "b": "Then Yara moved her writing to late at night, after an evening walk.",
+        "c": "Yara is back to writing at dawn, an alarm at five.",
+    }
+    phases = tuple(
+        Phase(label=n % 2, members=(i,), start=None, duration=None) for n, i in enumerate(texts)
+    )
+    a = Analysis(
+        query="When should Yara block focus time?",
+        memories={i: Memory(id=i, text=t, user_id="yara") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="c3",
+            user_id="yara",
+            aspect="focus",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.BOC,
+            unresolved="which phase is current",
+            sides={"0": ["a", "c"], "1": ["b"]},
+        ),
+        relevant=list(texts),
+        relevance={"a": 0.8, "b": 0.7, "c": 0.6},
+        risk=RiskTier.LOW,
+        subject={"Yara"},
+        timeline=TemporalReading(phases=phases, oscillates=True),
+    )
+    r = realize_offline(a, decide_offline(a))
+    assert "undated point" not in r.text
+    assert "- Phase 1:" in r.text and "- Phase 3:" in r.text
