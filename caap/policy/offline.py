@@ -582,7 +582,7 @@ def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
 def _source_kind(source: str) -> str:
     s = source.lower()
     if s in ("your own account", "self-report"):
-        return "your own account"
+        return "first-hand, but from memory rather than a written record"
     if _is_record(s):
         return "a written record: authoritative when current, but it can be out of date"
     if re.search(

@@ -128,3 +128,30 @@ def test_undated_phases_are_numbered_not_dated_from_an_undated_point() -> None:
     r = realize_offline(a, decide_offline(a))
     assert "undated point" not in r.text
     assert "- Phase 1:" in r.text and "- Phase 3:" in r.text
+
+
+def test_the_users_own_account_is_described_not_named_twice() -> None:
+    texts = {
+        "a": "I'm sure training starts at 19:00 at the courts.",
+        "b": "The club website lists Tuesday training at 20:00.",
+    }
+    a = Analysis(
+        query="What time is training on Tuesday?",
+        memories={i: Memory(id=i, text=t, user_id="lucia") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="c4",
+            user_id="lucia",
+            aspect="training",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.SCC,
+            unresolved="which source is authoritative",
+            sides={"your own account": ["a"], "the club website": ["b"]},
+            source_count=2,
+        ),
+        relevant=list(texts),
+        relevance={"a": 0.8, "b": 0.8},
+        risk=RiskTier.LOW,
+    )
+    r = realize_offline(a, decide_offline(a))
+    assert "your own account is your own account" not in r.text
+    assert "your own account is first-hand" in r.text
