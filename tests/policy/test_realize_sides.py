@@ -65,29 +65,32 @@ def test_two_stated_conditions_keep_the_branch_per_context() -> None:
     assert "on weekdays" in r.questions[0] and "at weekends" in r.questions[0]
 
 
+def _scc(texts: dict[str, str], sides: dict[str, list[str]], risk: RiskTier) -> Analysis:
+    return Analysis(
+        query="What does the record say?",
+        memories={i: Memory(id=i, text=t, user_id="u") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="scc",
+            user_id="u",
+            aspect="claim",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.SCC,
+            unresolved="which source is authoritative",
+            sides=sides,
+            source_count=len(sides),
+        ),
+        relevant=list(texts),
+        relevance=dict.fromkeys(texts, 0.8),
+        risk=risk,
+    )
+
+
 def test_a_source_label_from_a_sentence_start_reads_in_lower_case_inside_sentences() -> None:
     texts = {
         "a": "Her son said the new dose is 100 micrograms a day.",
         "b": "The pharmacy label says 50 micrograms a day.",
     }
-    a = Analysis(
-        query="What thyroid dose does Keiko take?",
-        memories={i: Memory(id=i, text=t, user_id="keiko") for i, t in texts.items()},
-        cluster=ConflictCluster(
-            id="c2",
-            user_id="keiko",
-            aspect="dose",
-            memory_ids=list(texts),
-            conflict_type=ConflictType.SCC,
-            unresolved="which source is authoritative",
-            sides={"Her son": ["a"], "The pharmacy label": ["b"]},
-            source_count=2,
-        ),
-        relevant=list(texts),
-        relevance={"a": 0.8, "b": 0.8},
-        risk=RiskTier.HIGH,
-        subject={"Keiko"},
-    )
+    a = _scc(texts, {"Her son": ["a"], "The pharmacy label": ["b"]}, RiskTier.HIGH)
     d = decide_offline(a)
     assert d.action is not Action.COMMIT
     r = realize_offline(a, d)
@@ -135,23 +138,7 @@ def test_the_users_own_account_is_described_not_named_twice() -> None:
         "a": "I'm sure training starts at 19:00 at the courts.",
         "b": "The club website lists Tuesday training at 20:00.",
     }
-    a = Analysis(
-        query="What time is training on Tuesday?",
-        memories={i: Memory(id=i, text=t, user_id="lucia") for i, t in texts.items()},
-        cluster=ConflictCluster(
-            id="c4",
-            user_id="lucia",
-            aspect="training",
-            memory_ids=list(texts),
-            conflict_type=ConflictType.SCC,
-            unresolved="which source is authoritative",
-            sides={"your own account": ["a"], "the club website": ["b"]},
-            source_count=2,
-        ),
-        relevant=list(texts),
-        relevance={"a": 0.8, "b": 0.8},
-        risk=RiskTier.LOW,
-    )
+    a = _scc(texts, {"your own account": ["a"], "the club website": ["b"]}, RiskTier.LOW)
     r = realize_offline(a, decide_offline(a))
     assert "your own account is your own account" not in r.text
     assert "your own account is first-hand" in r.text
