@@ -218,8 +218,8 @@ class Analysis:
 
     @property
     def sides(self) -> dict[str, list[str]]:
-        """The recalled cluster's sides (label -> ids), each cut to the visible memories; sides
-        left empty are dropped."""
+        """The recalled cluster's sides (label -> ids), each cut to the visible memories. A side
+        whose memories are all out of view stays, empty: it still counts as a side."""
         c = self.cluster
         if c is None:
             return {}
