@@ -750,12 +750,44 @@ def short(text: str, words: int = 18) -> str:
     return out + ("…" if len(parts) > words else "")
 
 
+#: Words after which a capitalised word names a thing or a place, not a person ("the
+#: Botanic Garden", "a Kastella taverna"): English person names take no article.
+_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "your",
+                          "their", "its", "his", "her", "my"})  # fmt: skip
+
+
+def _name_to_you(clause: str, subject: set[str]) -> str:
+    """``clause`` with the user's name written as "you" ("your" when possessive).
+
+    A run of the user's name tokens ("Mei Lin", "Mei-Lin") is one "you". A run that is part
+    of a longer proper name (next to a capitalised word that is not the user's: "Al Ansari
+    Exchange", "Botanic Garden") or follows an article ("the Weinbauer") names a place or a
+    thing, and is left as written.
+    """
+    if not subject:
+        return clause
+    alt = "|".join(re.escape(n) for n in sorted(subject, key=len, reverse=True))
+    run = re.compile(rf"\b(?:{alt})(?:[\s-]+(?:{alt}))*\b((?:'s|’s)\b)?")
+
+    def repl(m: re.Match[str]) -> str:
+        prev = re.search(r"([A-Za-z]+)[\s-]+$", clause[: m.start()])
+        if prev is not None:
+            word = prev.group(1)
+            if word.lower() in _DETERMINERS:
+                return m.group(0)  # "the Weinbauer": a place or a thing
+            head = clause[: prev.start()].rstrip()
+            if word[:1].isupper() and head and head[-1] not in ".!?:;\"'‘“(—":
+                return m.group(0)  # "Botanic Garden": part of a longer name
+        if m.group(1) is None and re.match(r"[\s-]+[A-Z][a-z]", clause[m.end() :]):
+            return m.group(0)  # "Al Ansari Exchange", "Rahul Sharma"
+        return "your" if m.group(1) else "you"
+
+    return run.sub(repl, clause)
+
+
 def second_person(clause: str, subject: set[str]) -> str:
     """Turn a third-person clause about the user into second person (best effort)."""
-    out = clause
-    for name in subject:
-        out = re.sub(rf"\b{re.escape(name)}(?:'s|’s)", "your", out)
-        out = re.sub(rf"\b{re.escape(name)}\b", "you", out)
+    out = _name_to_you(clause, subject)
     # First person, as memories taken from the user's own words read.
     out = re.sub(r"\bI am\b", "you are", out)
     out = re.sub(r"\bI was\b", "you were", out)

@@ -1,0 +1,41 @@
+"""The user's name written as "you" in answers, and only where it names the user."""
+
+from __future__ import annotations
+
+import pytest
+
+from caap.policy._analysis import second_person
+
+
+@pytest.mark.parametrize(
+    ("clause", "subject", "expected"),
+    [
+        # a two-token name is one "you", however it is joined
+        ("Mei Lin explained the plan.", {"Mei", "Lin"}, "you explained the plan."),
+        ("Mei-Lin set the reminder.", {"Mei", "Lin"}, "you set the reminder."),
+        ("Mei Lin's lease says two months.", {"Mei", "Lin"}, "your lease says two months."),
+        # a plain name still becomes "you", with the verb agreeing
+        ("Then Rahul goes home.", {"Rahul"}, "Then you go home."),
+        ("Priya and Rahul go.", {"Rahul"}, "Priya and you go."),
+    ],
+)
+def test_the_users_name_becomes_you(clause: str, subject: set[str], expected: str) -> None:
+    assert second_person(clause, subject) == expected
+
+
+@pytest.mark.parametrize(
+    ("clause", "subject"),
+    [
+        # after an article a capitalised word names a place or a thing
+        ("The meeting is at the Botanic Garden lecture hall.", {"Garden", "Beatriz"}),
+        ("Lunch moved to the Kastella taverna.", {"Kastella"}),
+        # part of a longer proper name, before or after
+        ("The reminder said to meet at Botanic Garden.", {"Garden"}),
+        ("The transfer went through Al Ansari Exchange.", {"Ansari"}),
+        ("Rahul Sharma signed the form.", {"Rahul"}),
+    ],
+)
+def test_a_name_that_is_not_the_user_is_left_as_written(clause: str, subject: set[str]) -> None:
+    out = second_person(clause, subject)
+    assert "you" not in out.lower()
+    assert out == clause
