@@ -468,8 +468,14 @@ def _cpc_unlabelled(a: Analysis, d: Decision, r: _Draft, ids: list[str]) -> None
     r.cite(shown)
     if d.action is Action.CLARIFY:
         r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
-    if len(shown) >= 2:
-        options = [_quote(a, [i], 10) for i in shown[:2]]
+    _ask_what_differs(a, r, shown)
+
+
+def _ask_what_differs(a: Analysis, r: _Draft, ids: list[str]) -> None:
+    """Ask what sets this time apart, naming the first two of ``ids`` as the options, when
+    no memory states the situation it holds for (there is no condition to branch on)."""
+    if len(ids) >= 2:
+        options = [_quote(a, [i], 10) for i in ids[:2]]
         r.ask(
             "What is different about this time, so I can tell which of these applies: "
             f"{options[0]} or {options[1]}?"
@@ -868,9 +874,10 @@ def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
         r.bullet(_cap(_said(a, i, 30)))
     r.cite(ids)
     if d.action is Action.CONDITIONALIZE and len(ids) >= 2:
-        for i in ids[:2]:
-            r.branch(f"If it's like {short(a.text(i), 10)}", f"I'd go with {_quote(a, [i], 12)}")
-    elif d.action is Action.REVERSIBLE_TRIAL and ids:
+        # "If it's like X, I'd go with X" would say nothing: ask what sets this time apart.
+        _ask_what_differs(a, r, ids)
+        return
+    if d.action is Action.REVERSIBLE_TRIAL and ids:
         r.say(
             "I'd try the most recent one in a way that is easy to undo, and see how it goes "
             "before settling on it."

@@ -3,7 +3,7 @@ stated condition, and source labels taken from the start of a sentence."""
 
 from __future__ import annotations
 
-from caap.models import Action, ConflictCluster, ConflictType, Memory, RiskTier
+from caap.models import Action, ConflictCluster, ConflictType, Decision, Memory, RiskTier
 from caap.policy._analysis import Analysis
 from caap.policy.offline import decide_offline, realize_offline
 
@@ -142,3 +142,28 @@ def test_the_users_own_account_is_described_not_named_twice() -> None:
     r = realize_offline(a, decide_offline(a))
     assert "your own account is your own account" not in r.text
     assert "your own account is first-hand" in r.text
+
+
+def test_a_situation_read_as_context_dependent_asks_instead_of_branching_on_itself() -> None:
+    # No cluster: the situation reading alone said the memories may depend on the situation.
+    a = Analysis(
+        query="How does Lena take her coffee?",
+        memories={i: Memory(id=i, text=t, user_id="lena") for i, t in TEXTS.items()},
+        cluster=None,
+        relevant=list(TEXTS),
+        relevance={"a": 0.8, "b": 0.75, "c": 0.5},
+        risk=RiskTier.LOW,
+        subject={"Lena"},
+    )
+    d = Decision(
+        action=Action.CONDITIONALIZE,
+        conflict_type=ConflictType.CPC,
+        missing_information="which situation this is for",
+    )
+    r = realize_offline(a, d)
+    assert "black and strong" in r.text and "oat milk" in r.text
+    # No branch restates its own memory as its condition ("If it's like X: I'd go with X").
+    assert not r.branches
+    assert "If it's like" not in r.text
+    assert len(r.questions) == 1
+    assert "black" in r.questions[0] and "latte" in r.questions[0]
