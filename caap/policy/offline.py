@@ -517,20 +517,35 @@ def _or(items: list[str]) -> str:
     return ", ".join(items[:-1]) + ", or " + items[-1]
 
 
+def _too_thin(a: Analysis, d: Decision, r: _Draft) -> None:
+    """A cluster typed as a conflict shows fewer than two sides or phases among the visible
+    memories (the rest fell out of view): there is no contrast to lay out, so answer as for
+    memories that may not agree (or commit, when that was the decision)."""
+    if d.action is Action.COMMIT:
+        _commit(a, d, r)
+    else:
+        _unsettled(a, d, r)
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def _boc(a: Analysis, d: Decision, r: _Draft) -> None:
     t = a.timeline
     phases = list(t.phases) if t else []
-    if not phases:
-        r.say("Your memories show this habit changing back and forth over time.")
-        r.cite(a.relevant[:4])
+    if len(phases) < 2:
+        _too_thin(a, d, r)
         return
     # Show the shape, not every switch: the first two and the last four phases.
     shown_phases = phases[:2] + phases[-4:] if len(phases) > 6 else phases
     labels = sorted({p.label for p in phases})
     switches = len(phases) - 1
+    approaches = _count(len(labels), "different approach", "different approaches")
     r.say(
-        f"Your memories show this habit switching back and forth: {len(phases)} phases across "
-        f"{len(labels)} different approaches, with {switches} switches so far."
+        "Your memories show this habit switching back and forth: "
+        f"{_count(len(phases), 'phase')} across {approaches}, "
+        f"with {_count(switches, 'switch', 'switches')} so far."
     )
     for n, p in enumerate(shown_phases, 1):
         first = a.text(p.members[0])
@@ -626,13 +641,18 @@ _LEAD = re.compile(r"^(?:The|A|An|Her|His|Their|Its|Our|Your)\b")
 
 
 def _mid(label: str) -> str:
-    """A source label as written inside a sentence ("Ask her son", not "Ask Her son")."""
-    return _LEAD.sub(lambda m: m.group(0).lower(), label.strip())
+    """A source label as written inside a sentence ("Ask her son", not "Ask Her son"); one
+    taken from the user's own words is the user's ("my o2 bill" is "your o2 bill")."""
+    label = re.sub(r"^[Mm]y\b", "your", label.strip())
+    return _LEAD.sub(lambda m: m.group(0).lower(), label)
 
 
 def _scc(a: Analysis, d: Decision, r: _Draft) -> None:
     # The sources named, checked and asked about are the same ones (at most four).
-    raw = dict(list(a.sides.items())[:4])
+    raw = dict([(label, ids) for label, ids in a.sides.items() if ids][:4])
+    if len(raw) < 2:
+        _too_thin(a, d, r)
+        return
     shown = {label: _mid(_shown_source(a, label, ids)) for label, ids in raw.items()}
     if len(set(shown.values())) < len(shown):  # two sides would read the same: keep the graph's
         shown = {label: _mid(label) for label in raw}

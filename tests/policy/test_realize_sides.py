@@ -167,3 +167,49 @@ def test_a_situation_read_as_context_dependent_asks_instead_of_branching_on_itse
     assert "If it's like" not in r.text
     assert len(r.questions) == 1
     assert "black" in r.questions[0] and "latte" in r.questions[0]
+
+
+def test_a_source_conflict_with_one_side_in_view_is_not_laid_out_as_sources() -> None:
+    texts = {
+        "a": "The booking confirmation says check-in is from 16:00.",
+        "b": "The host's app message says the key box is ready from 14:00.",
+    }
+    # The other side's memory fell out of view: one side is left to show.
+    a = _scc(texts, {"the booking confirmation": ["a"], "the host": ["zz"]}, RiskTier.LOW)
+    d = Decision(action=Action.VERIFY, conflict_type=ConflictType.SCC)
+    r = realize_offline(a, d)
+    assert "(1 sources)" not in r.text and "sources):" not in r.text
+    assert "16:00" in r.text and "14:00" in r.text  # the memories themselves are shown
+    assert r.questions and not r.questions[0].endswith(": the booking confirmation?")
+
+
+def test_a_switching_habit_with_one_phase_in_view_is_not_called_a_switch() -> None:
+    from caap.conflict_graph.rules import Phase, TemporalReading
+
+    texts = {
+        "a": "Gave up on the mornings again, it's after lunch for me now.",
+        "b": "Morning walks with the dog used to be the routine.",
+    }
+    a = Analysis(
+        query="When should I walk the dog?",
+        memories={i: Memory(id=i, text=t, user_id="u") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="c4",
+            user_id="u",
+            aspect="walks",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.BOC,
+            unresolved="which phase is current",
+            sides={"0": ["a"]},
+        ),
+        relevant=list(texts),
+        relevance={"a": 0.8, "b": 0.7},
+        risk=RiskTier.LOW,
+        timeline=TemporalReading(
+            phases=(Phase(label=0, members=("a",), start=None, duration=None),)
+        ),
+    )
+    d = Decision(action=Action.REVERSIBLE_TRIAL, conflict_type=ConflictType.BOC)
+    r = realize_offline(a, d)
+    assert "1 phases" not in r.text and "0 switches" not in r.text
+    assert "after lunch" in r.text and "Morning walks" in r.text
