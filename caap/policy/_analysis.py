@@ -751,9 +751,10 @@ def short(text: str, words: int = 18) -> str:
 
 
 #: Words after which a capitalised word names a thing or a place, not a person ("the
-#: Botanic Garden", "a Kastella taverna"): English person names take no article.
+#: Botanic Garden", "a Kastella taverna", "a licence in Victoria"): English person names take
+#: no article, and a person is rarely *in* anything.
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "your",
-                          "their", "its", "his", "her", "my"})  # fmt: skip
+                          "their", "its", "his", "her", "my", "in"})  # fmt: skip
 
 
 def _name_to_you(clause: str, subject: set[str]) -> str:

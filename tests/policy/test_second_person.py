@@ -29,6 +29,7 @@ def test_the_users_name_becomes_you(clause: str, subject: set[str], expected: st
         # after an article a capitalised word names a place or a thing
         ("The meeting is at the Botanic Garden lecture hall.", {"Garden", "Beatriz"}),
         ("Lunch moved to the Kastella taverna.", {"Kastella"}),
+        ("The electrician's licence was issued in Victoria.", {"Victoria"}),
         # part of a longer proper name, before or after
         ("The reminder said to meet at Botanic Garden.", {"Garden"}),
         ("The transfer went through Al Ansari Exchange.", {"Ansari"}),
