@@ -76,7 +76,11 @@ def test_the_offline_policy_acts_on_the_situation_reading_the_graph_missed() -> 
     assert "graph alone chose commit" in d.rationale
     r = realize_offline(a, d)  # type: ignore[arg-type]
     assert "These agree" not in r.text
-    assert set(r.cited_memory_ids) == {"a", "b"} and r.questions and r.branches
+    assert set(r.cited_memory_ids) == {"a", "b"} and r.questions
+    # No memory states a condition the graph read, so the answer asks which situation this is,
+    # naming both, instead of branching each memory on itself ("If it's like X: go with X").
+    assert "black" in r.questions[0] and "latte" in r.questions[0]
+    assert not r.branches
 
 
 def test_the_offline_policy_commits_when_the_reading_agrees() -> None:
