@@ -14,18 +14,9 @@ one? state the same ones? none in common?), so the values are read here into one
   "6 pm", "noon"), written ``t2:45`` so they never equal a plain number; ``14.45`` with no
   clock mark is read both as a time and as an amount.
 
-* an hour said as a time ("at seven", "seven o'clock", "nine in the evening", British "half
-  five" for 5:30, "twenty-to-eight") is also read as the clock time it names, beside the plain
-  number;
-* a word number followed by a tens word also covers four digits ("fourteen fifty", 1450);
-* an amount with a metric unit of mass, volume or length (``0.15 mg``, "150 micrograms",
-  ``1.5 litres``, ``1500 ml``) is also read as that quantity in the base unit (``q0.00015g``,
-  ``q1.5l``), beside the plain number, so a prefix change does not read as another value.
-
-This is the grammar of English numerals and clock readings and of the metric prefixes, not a
-list of any text's wording; units of different systems (psi and bar, miles and kilometres) are
-not converted, since their conversions round. The output feeds surface features that a trained
-model weighs; nothing decides on it alone.
+This is the grammar of English numerals and clock readings, not a list of any text's wording;
+units are not converted (``1.5 litres`` and ``1500 ml`` share no value). The output feeds
+surface features that a trained model weighs; nothing decides on it alone.
 """
 
 from __future__ import annotations
@@ -130,9 +121,9 @@ def _read_words(words: list[str]) -> tuple[list[float], list[str]]:
     times: list[str] = []
     # The spoken form: "four seventy-five" (475), "one-eighty" (180), "two forty-five" (2:45).
     for a, b in itertools.pairwise(groups):
-        if 1 <= a <= 99 and a == int(a) and 10 <= b <= 99 and b == int(b):
+        if 1 <= a <= 12 and a == int(a) and 10 <= b <= 99 and b == int(b):
             out.append(a * 100 + b)
-            t = _clock(int(a), int(b)) if b < 60 and a <= 12 else None
+            t = _clock(int(a), int(b)) if b < 60 else None
             if t:
                 times.append(t)
     return out, times
@@ -145,7 +136,7 @@ def _spoken_clock(prev: str, word: str, rest: str) -> str | None:
     if minutes is None and prev in _NUMBER_WORDS:
         nums, _ = _read_words([prev])
         minutes = int(nums[0]) if nums and 0 < nums[0] < 60 else None
-    nxt = re.match(r"[\s-]*([a-z]+|\d{1,2})\b", rest)
+    nxt = re.match(r"\s*([a-z]+|\d{1,2})\b", rest)
     if minutes is None or nxt is None:
         return None
     hw = nxt.group(1)
@@ -153,55 +144,6 @@ def _spoken_clock(prev: str, word: str, rest: str) -> str | None:
     if h is None or not 1 <= h <= 12:
         return None
     return _clock((h - 1) % 12 or 12, 60 - minutes) if word == "to" else _clock(h, minutes)
-
-
-#: Metric units of mass (grams), volume (litres) and length (metres), each as (dimension,
-#: factor to the base unit).
-_UNITS = {
-    "mg": ("g", 1e-3), "milligram": ("g", 1e-3), "milligrams": ("g", 1e-3),
-    "mcg": ("g", 1e-6), "µg": ("g", 1e-6), "ug": ("g", 1e-6), "microgram": ("g", 1e-6),
-    "micrograms": ("g", 1e-6), "g": ("g", 1.0), "gram": ("g", 1.0), "grams": ("g", 1.0),
-    "kg": ("g", 1e3), "kilo": ("g", 1e3), "kilos": ("g", 1e3), "kilogram": ("g", 1e3),
-    "kilograms": ("g", 1e3),
-    "ml": ("l", 1e-3), "millilitre": ("l", 1e-3), "millilitres": ("l", 1e-3),
-    "milliliter": ("l", 1e-3), "milliliters": ("l", 1e-3), "cl": ("l", 1e-2),
-    "l": ("l", 1.0), "litre": ("l", 1.0), "litres": ("l", 1.0), "liter": ("l", 1.0),
-    "liters": ("l", 1.0),
-    "mm": ("m", 1e-3), "millimetre": ("m", 1e-3), "millimetres": ("m", 1e-3),
-    "millimeter": ("m", 1e-3), "millimeters": ("m", 1e-3), "cm": ("m", 1e-2),
-    "centimetre": ("m", 1e-2), "centimetres": ("m", 1e-2), "centimeter": ("m", 1e-2),
-    "centimeters": ("m", 1e-2), "m": ("m", 1.0), "metre": ("m", 1.0), "metres": ("m", 1.0),
-    "meter": ("m", 1.0), "meters": ("m", 1.0), "km": ("m", 1e3), "kilometre": ("m", 1e3),
-    "kilometres": ("m", 1e3), "kilometer": ("m", 1e3), "kilometers": ("m", 1e3),
-}  # fmt: skip
-_UNIT_AFTER = re.compile(r"\s*-?\s*(µg|[a-z]+)\b")
-#: An hour number is read as a clock time after one of these words or before one of the
-#: phrases that follow.
-_HOUR_BEFORE = frozenset({"at", "by", "around", "until", "till", "from"})
-_HOUR_AFTER = re.compile(
-    r"\s*(?:o'?clock\b|o’clock\b|in the (?:morning|afternoon|evening)\b|at night\b|tonight\b)"
-)
-
-
-def _quantity(value: float, rest: str) -> str | None:
-    """``value`` in its metric base unit when ``rest`` (the text after it) starts with a
-    metric unit: ``q0.00015g`` for 0.15 mg."""
-    m = _UNIT_AFTER.match(rest)
-    unit = _UNITS.get(m.group(1)) if m else None
-    if unit is None:
-        return None
-    dim, factor = unit
-    return f"q{value * factor:.6g}{dim}"
-
-
-def _hour(value: float, before: str, rest: str) -> str | None:
-    """The clock time an hour number names when the words around it say it is one ("at
-    seven", "seven o'clock", "nine in the evening"); ``before`` is the word before it."""
-    if value != int(value) or not 1 <= value <= 12:
-        return None
-    if before in _HOUR_BEFORE or _HOUR_AFTER.match(rest):
-        return _clock(int(value), 0)
-    return None
 
 
 @functools.lru_cache(maxsize=65536)
@@ -212,29 +154,19 @@ def values(text: str) -> frozenset[str]:
     low = text.lower()
     run: list[str] = []
     prev = ""
-    run_before = ""  # the word before the current run of number words
-    run_end = 0
 
     def flush() -> None:
         if any(w not in ("and", "a") for w in run):
             nums, times = _read_words(run)
             out.update(_fmt(n) for n in nums)
             out.update(times)
-            rest = low[run_end:]
-            last = nums[-1]
-            if (q := _quantity(last, rest)) is not None:
-                out.add(q)
-            if len(nums) == 1:
-                if run_before == "half" and (t := _clock(int(last), 30)) and last == int(last):
-                    out.add(t)  # British "half five": 5:30
-                elif (t := _hour(last, run_before, rest)) is not None:
-                    out.add(t)
         run.clear()
 
     for m in _TOKEN.finditer(low):
         kind = m.lastgroup
         if kind != "word":
             flush()
+            prev = ""
         if kind == "clock":
             raw = m.group("clock").strip()
             h, mm = re.split(r"[:.h]", re.sub(r"\s*[ap]\.?m\.?$", "", raw))[:2]
@@ -246,8 +178,6 @@ def values(text: str) -> frozenset[str]:
                     out.add(t)
                 if (d := _digits(raw)) is not None:
                     out.add(_fmt(d))
-                    if (q := _quantity(d, low[m.end() :])) is not None:
-                        out.add(q)
         elif kind == "ampm":
             h = int(re.findall(r"\d+", m.group("ampm"))[0])
             out.add(_fmt(h))
@@ -256,18 +186,10 @@ def values(text: str) -> frozenset[str]:
         elif kind == "num":
             if (d := _digits(m.group("num"))) is not None:
                 out.add(_fmt(d))
-                rest = low[m.end() :]
-                if (q := _quantity(d, rest)) is not None:
-                    out.add(q)
-                if (t := _hour(d, prev, rest)) is not None:
-                    out.add(t)
         elif kind == "word":
             w = m.group("word")
             if w in _NUMBER_WORDS or (run and w in ("and", "a", "half")):
-                if not run:
-                    run_before = prev
                 run.append(w)
-                run_end = m.end()
             else:
                 flush()
                 if w in ("noon", "midday", "midnight"):
@@ -276,6 +198,6 @@ def values(text: str) -> frozenset[str]:
                     out.add("12")
             if w in ("to", "past") and (t := _spoken_clock(prev, w, low[m.end() :])):
                 out.add(t)
-        prev = m.group("word") if kind == "word" else ""
+            prev = w
     flush()
     return frozenset(out)
