@@ -753,8 +753,8 @@ def short(text: str, words: int = 18) -> str:
 #: Words after which a capitalised word names a thing or a place, not a person ("the
 #: Botanic Garden", "a Kastella taverna", "a licence in Victoria"): English person names take
 #: no article, and a person is rarely *in* anything.
-_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "your",
-                          "their", "its", "his", "her", "my", "in"})  # fmt: skip
+_NOT_A_PERSON_AFTER = frozenset({"the", "a", "an", "this", "that", "these", "those", "our",
+                                 "your", "their", "its", "his", "her", "my", "in"})  # fmt: skip
 
 
 def _name_to_you(clause: str, subject: set[str]) -> str:
@@ -774,7 +774,7 @@ def _name_to_you(clause: str, subject: set[str]) -> str:
         prev = re.search(r"([A-Za-z]+)[\s-]+$", clause[: m.start()])
         if prev is not None:
             word = prev.group(1)
-            if word.lower() in _DETERMINERS:
+            if word.lower() in _NOT_A_PERSON_AFTER:
                 return m.group(0)  # "the Weinbauer": a place or a thing
             head = clause[: prev.start()].rstrip()
             if word[:1].isupper() and head and head[-1] not in ".!?:;\"'‘“(—":
