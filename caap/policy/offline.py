@@ -882,8 +882,16 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
 def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
     """No conflict cluster was found, yet committing is not justified (the situation reading
     says the memories may depend on context, switch, or disagree): lay them side by side."""
-    ids = [i for i in a.relevant if stated_part(a.text(i))][:4] or a.relevant[:3]
+    ids = [i for i in a.relevant if stated_part(a.text(i))][:4]
+    if len(ids) < 2:
+        # The graph's view holds fewer than two statements, but the situation reading read
+        # every recalled memory: lay out the nearest statements it read, not one alone.
+        nearest = sorted(a.memories, key=lambda i: -a.relevance.get(i, 0.0))
+        ids += [i for i in nearest if i not in ids and stated_part(a.text(i))][: 4 - len(ids)]
+    ids = ids or a.relevant[:3]
     kind = d.conflict_type
+    if kind is ConflictType.BOC:
+        ids = sorted(ids, key=lambda i: _when(a, i))  # back and forth reads in time order
     lead = {
         ConflictType.CPC: "these may each hold in a different situation",
         ConflictType.BOC: "this seems to have gone back and forth",

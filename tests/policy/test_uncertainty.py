@@ -154,3 +154,40 @@ def test_an_agreeing_reading_never_commits_over_a_typed_source_contradiction() -
     # Without the typed conflict, the same reading commits.
     a.cluster = None  # type: ignore[attr-defined]
     assert decide_offline(a).action is Action.COMMIT  # type: ignore[arg-type]
+
+
+def test_a_reading_over_a_one_memory_view_lays_out_the_nearest_statements_in_time_order() -> None:
+    # The graph's view holds one memory (a price), but the situation reading, which reads every
+    # recalled memory, says the habit went back and forth: the answer shows what it read.
+    from datetime import UTC, datetime
+
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import Memory, RiskTier
+    from caap.policy._analysis import Analysis
+    from caap.policy.offline import decide_offline, realize_offline
+
+    texts = {
+        "price": ("The battle pass costs about $10.", 5),
+        "quit": ("Uninstalled the game after a toxic lobby.", 2),
+        "back": ("Reinstalled it and got the Gold badge back.", 3),
+        "start": ("Played Valorant every night at the start of term.", 1),
+        "far": ("The Java project is due on Friday.", 4),
+    }
+    a = Analysis(
+        query="Should I buy the new Valorant battle pass?",
+        memories={
+            i: Memory(id=i, text=t, user_id="eli", created_at=datetime(2024, m, 1, tzinfo=UTC))
+            for i, (t, m) in texts.items()
+        },
+        cluster=None,
+        relevant=["price"],
+        relevance={"price": 0.8, "back": 0.6, "start": 0.55, "quit": 0.5, "far": 0.1},
+        risk=RiskTier.LOW,
+        situation=SituationVerdict({"BOC": 0.8, "NONE": 0.2}),
+        attributed=dict.fromkeys(texts, 0.0),
+    )
+    d = decide_offline(a)
+    assert d.action is not Action.COMMIT
+    r = realize_offline(a, d)
+    assert r.cited_memory_ids == ["start", "quit", "back", "price"]  # in time order
+    assert "Java" not in r.text
