@@ -760,7 +760,8 @@ _NOT_A_PERSON_AFTER = frozenset({"the", "a", "an", "this", "that", "these", "tho
 def _name_to_you(clause: str, subject: set[str]) -> str:
     """``clause`` with the user's name written as "you" ("your" when possessive).
 
-    A run of the user's name tokens ("Mei Lin", "Mei-Lin") is one "you". A run that is part
+    A run of the user's name tokens ("Mei Lin", "Mei-Lin", with a lower-case part or an
+    honorific joined by a hyphen: "Min-jun", "Tanaka-san") is one "you". A run that is part
     of a longer proper name (next to a capitalised word that is not the user's: "Al Ansari
     Exchange", "Botanic Garden") or follows an article ("the Weinbauer") names a place or a
     thing, and is left as written.
@@ -768,7 +769,8 @@ def _name_to_you(clause: str, subject: set[str]) -> str:
     if not subject:
         return clause
     alt = "|".join(re.escape(n) for n in sorted(subject, key=len, reverse=True))
-    run = re.compile(rf"\b(?:{alt})(?:[\s-]+(?:{alt}))*\b((?:'s|’s)\b)?")
+    # a lower-case part joined by a hyphen is the name's too ("Min-jun", "Tanaka-san")
+    run = re.compile(rf"\b(?:{alt})(?:[\s-]+(?:{alt}))*(?:-[a-z]+)*\b((?:'s|’s)\b)?")
 
     def repl(m: re.Match[str]) -> str:
         prev = re.search(r"([A-Za-z]+)[\s-]+$", clause[: m.start()])
@@ -786,6 +788,17 @@ def _name_to_you(clause: str, subject: set[str]) -> str:
     return run.sub(repl, clause)
 
 
+#: Words that follow an object pronoun but never a possessive one: prepositions, articles,
+#: conjunctions and particles ("asked her to", "told her that", "picked her up").
+_AFTER_AN_OBJECT = "|".join(
+    ("to", "the", "a", "an", "that", "about", "in", "on", "at", "for", "with", "from", "by",
+     "up", "out", "back", "off", "again", "and", "or", "but", "so", "if", "when", "because",
+     "this", "it", "over", "into", "before", "after", "yesterday", "today", "once", "twice")
+)  # fmt: skip
+#: Adverbs of frequency, which sit between a subject and its verb ("she never goes").
+_FREQUENCY = "never|always|often|usually|still|also|just|only|sometimes|rarely|seldom|already"
+
+
 def second_person(clause: str, subject: set[str]) -> str:
     """Turn a third-person clause about the user into second person (best effort)."""
     out = _name_to_you(clause, subject)
@@ -800,11 +813,14 @@ def second_person(clause: str, subject: set[str]) -> str:
     out = re.sub(r"\bmyself\b", "yourself", out)
     out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
     out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
+    # "her" is an object before punctuation or a word that cannot follow a possessive ("told
+    # her, years ago", "asked her to"); elsewhere it is possessive, like "his"
+    out = re.sub(rf"\bher\b(?!-)(?=\s*(?:[.,;:!?)]|$|\s(?:{_AFTER_AN_OBJECT})\b(?!-)))", "you", out)
     out = re.sub(r"\b(?:his|her)\b", "your", out, flags=re.I)
     out = re.sub(r"\b(?:himself|herself)\b", "yourself", out, flags=re.I)
 
     def fix(m: re.Match[str]) -> str:
-        verb = m.group(2)
+        verb = m.group(3)
         irregular = {"has": "have", "is": "are", "was": "were", "does": "do", "goes": "go"}
         if verb in irregular:
             new = irregular[verb]
@@ -816,7 +832,8 @@ def second_person(clause: str, subject: set[str]) -> str:
             new = verb[:-1]
         else:
             new = verb
-        return f"{m.group(1)} {new}"
+        return f"{m.group(1)} {m.group(2) or ''}{new}"
 
-    out = re.sub(r"\b(you|You)\s+([a-z]+)\b", fix, out)
+    # the verb agrees across a frequency adverb too ("you never go")
+    out = re.sub(rf"\b(you|You)\s+((?:{_FREQUENCY})\s+)?([a-z]+)\b", fix, out)
     return out

@@ -17,6 +17,15 @@ from caap.policy._analysis import second_person
         # a plain name still becomes "you", with the verb agreeing
         ("Then Rahul goes home.", {"Rahul"}, "Then you go home."),
         ("Priya and Rahul go.", {"Rahul"}, "Priya and you go."),
+        # a lower-case part or an honorific joined by a hyphen is part of the name
+        (
+            "Foreman Kim told Min-jun the bays were ready.",
+            {"Min", "Park"},
+            "Foreman Kim told you the bays were ready.",
+        ),
+        ("The bluefin comes from Tanaka-san.", {"Tanaka"}, "The bluefin comes from you."),
+        # the verb agrees across a frequency adverb
+        ("Rahul never goes in alone.", {"Rahul"}, "you never go in alone."),
     ],
 )
 def test_the_users_name_becomes_you(clause: str, subject: set[str], expected: str) -> None:
@@ -40,3 +49,17 @@ def test_a_name_that_is_not_the_user_is_left_as_written(clause: str, subject: se
     out = second_person(clause, subject)
     assert "you" not in out.lower()
     assert out == clause
+
+
+@pytest.mark.parametrize(
+    ("clause", "expected"),
+    [
+        ("Her father told her, years ago, about it.", "your father told you, years ago, about it."),
+        ("The nurse asked her to fast.", "The nurse asked you to fast."),
+        ("The nurse picked her up at six.", "The nurse picked you up at six."),
+        ("Her in-laws came over.", "your in-laws came over."),
+        ("She lent her car to Sam.", "you lent your car to Sam."),
+    ],
+)
+def test_her_as_an_object_is_you_and_as_a_possessive_your(clause: str, expected: str) -> None:
+    assert second_person(clause, set()) == expected
