@@ -264,7 +264,11 @@ def _decide_graph(a: Analysis) -> Decision:
             missing,
         )
     # SCC: which source governs is itself uncertain.
-    missing = "which source is current and authoritative: " + " vs ".join(sides)
+    missing = (
+        "which source is current and authoritative: " + " vs ".join(sides)
+        if len(sides) >= 2
+        else _MISSING["SCC"]  # one named side against accounts no source was read for
+    )
     if risk is RiskTier.HIGH:
         if _ACTION_REQUEST.search(a.query):
             return make(

@@ -213,3 +213,33 @@ def test_a_switching_habit_with_one_phase_in_view_is_not_called_a_switch() -> No
     r = realize_offline(a, d)
     assert "1 phases" not in r.text and "0 switches" not in r.text
     assert "after lunch" in r.text and "Morning walks" in r.text
+
+
+def test_a_source_conflict_with_one_named_side_does_not_ask_which_of_one_governs() -> None:
+    texts = {
+        "a": "The lease I signed says rent is $2,350 a month.",
+        "b": "The landlord texted that rent stays two thousand three fifty.",
+        "c": "I pay the parking separately.",
+    }
+    a = Analysis(
+        query="How much is my rent?",
+        memories={i: Memory(id=i, text=t, user_id="u") for i, t in texts.items()},
+        cluster=ConflictCluster(
+            id="c1",
+            user_id="u",
+            aspect="rent",
+            memory_ids=list(texts),
+            conflict_type=ConflictType.SCC,
+            unresolved="which source is authoritative",
+            sides={"your own account": ["a", "b", "c"]},
+        ),
+        relevant=list(texts),
+        relevance={"a": 0.8, "b": 0.7, "c": 0.3},
+        risk=RiskTier.HIGH,
+    )
+    d = decide_offline(a)
+    assert d.action in (Action.VERIFY, Action.DEFER)
+    assert d.missing_information is not None
+    assert not d.missing_information.endswith("your own account")
+    r = realize_offline(a, d)
+    assert "authoritative: your own account?" not in r.text
