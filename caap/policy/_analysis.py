@@ -659,28 +659,59 @@ def _parties_agree(
 
 
 def _successor(
-    layer: RelationLayer, filled: Mapping[str, Memory], sims: Mapping[str, float], near: int = 8
+    layer: RelationLayer,
+    filled: Mapping[str, Memory],
+    sims: Mapping[str, float],
+    near: int = 8,
+    anchors: int = 3,
 ) -> str | None:
-    """The later memory, among the ``near`` nearest the query, that the layer reads as most
-    likely replacing the nearest one (``None`` when nothing nearby is later)."""
+    """The latest state, among the ``near`` memories nearest the query, that the layer reads
+    as replacing what came before (``None`` when nothing nearby is later than the nearest).
+
+    The first step takes the later memory the layer reads as most likely replacing one of
+    the ``anchors`` nearest memories (an old state is often said more than once, and the
+    nearest saying of it need not be the one the change reads against). From there the chain
+    is followed: while a still later memory is read as replacing the current one more than
+    as anything else, it is the newer state."""
     ranked = sorted(filled, key=lambda i: -sims[i])[:near]
     if not ranked:
         return None
-    anchor = filled[ranked[0]]
 
-    def when(m: Memory) -> float:
+    def when(i: str) -> float:
+        m = filled[i]
         return (m.observed_at or m.created_at).timestamp()
 
-    later = [i for i in ranked[1:] if when(filled[i]) > when(anchor)]
-    if not later:
+    def view(i: str) -> MemoryView:
+        m = filled[i]
+        return MemoryView(id=m.id, text=m.text, source=m.source, order=when(i))
+
+    def replacing(pairs: list[tuple[str, str]]) -> list[tuple[float, float]]:
+        """Per pair: the replacing share of the reading, and the largest other relation."""
+        out = []
+        for v in layer.relate([(view(a), view(b)) for a, b in pairs]):
+            rep = sum(v.probs.get(r, 0.0) for r in _REPLACING)
+            other = max((p for r, p in v.probs.items() if r not in _REPLACING), default=0.0)
+            out.append((rep, other))
+        return out
+
+    if not any(when(i) > when(ranked[0]) for i in ranked[1:]):
         return None
-
-    def view(m: Memory) -> MemoryView:
-        return MemoryView(id=m.id, text=m.text, source=m.source, order=when(m))
-
-    verdicts = layer.relate([(view(anchor), view(filled[i])) for i in later])
-    scores = [sum(v.probs.get(r, 0.0) for r in _REPLACING) for v in verdicts]
-    return later[max(range(len(later)), key=lambda k: scores[k])]
+    pairs = [(a, c) for a in ranked[:anchors] for c in ranked if when(c) > when(a)]
+    scores: dict[str, float] = {}
+    for (_, c), (rep, _) in zip(pairs, replacing(pairs), strict=True):
+        scores[c] = max(scores.get(c, 0.0), rep)
+    current = max(scores, key=lambda c: (scores[c], -ranked.index(c)))
+    seen = {current}
+    while True:
+        later = [c for c in ranked if when(c) > when(current) and c not in seen]
+        if not later:
+            return current
+        read = replacing([(current, c) for c in later])
+        leading = [(rep, c) for c, (rep, other) in zip(later, read, strict=True) if rep > other]
+        if not leading:
+            return current
+        current = max(leading)[1]
+        seen.add(current)
 
 
 #: The fitted risk model's high-risk probability below which its LOW reading overrules the
