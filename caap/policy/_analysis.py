@@ -842,6 +842,8 @@ def second_person(clause: str, subject: set[str]) -> str:
     out = re.sub(r"\bI\b", "you", out)
     out = re.sub(r"\b(?:my|My)\b", "your", out)
     out = re.sub(r"\bmyself\b", "yourself", out)
+    out = re.sub(r"\bme\b", "you", out)  # "the scooter gets me to Umeda"
+    out = re.sub(r"\bmine\b", "yours", out)
     out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
     out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
     # "her" is an object before punctuation or a word that cannot follow a possessive ("told

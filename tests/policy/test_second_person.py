@@ -26,6 +26,13 @@ from caap.policy._analysis import second_person
         ("The bluefin comes from Tanaka-san.", {"Tanaka"}, "The bluefin comes from you."),
         # the verb agrees across a frequency adverb
         ("Rahul never goes in alone.", {"Rahul"}, "you never go in alone."),
+        # the user's own words: object and possessive pronouns too
+        (
+            "The scooter gets me from my flat to Umeda.",
+            set(),
+            "The scooter gets you from your flat to Umeda.",
+        ),
+        ("That bike is mine.", set(), "That bike is yours."),
     ],
 )
 def test_the_users_name_becomes_you(clause: str, subject: set[str], expected: str) -> None:
