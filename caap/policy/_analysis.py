@@ -834,12 +834,15 @@ def second_person(clause: str, subject: set[str]) -> str:
     """Turn a third-person clause about the user into second person (best effort)."""
     out = _name_to_you(clause, subject)
     # First person, as memories taken from the user's own words read.
-    out = re.sub(r"\bI am\b", "you are", out)
-    out = re.sub(r"\bI was\b", "you were", out)
-    out = re.sub(r"\bI'm\b", "you're", out)
-    out = re.sub(r"\bI've\b", "you've", out)
-    out = re.sub(r"\bI'd\b", "you'd", out)
-    out = re.sub(r"\bI\b", "you", out)
+    # (chat writes the pronoun in lower case too: "i'm", "on solo weeks i basically live";
+    # never "i.e.")
+    out = re.sub(r"\b[Ii] am\b", "you are", out)
+    out = re.sub(r"\b[Ii] was\b", "you were", out)
+    out = re.sub(r"\b[Ii]['’]m\b", "you're", out)
+    out = re.sub(r"\b[Ii]['’]ve\b", "you've", out)
+    out = re.sub(r"\b[Ii]['’]d\b", "you'd", out)
+    out = re.sub(r"\b[Ii]['’]ll\b", "you'll", out)
+    out = re.sub(r"\bI\b|\bi\b(?!\.\w)", "you", out)
     out = re.sub(r"\b(?:my|My)\b", "your", out)
     out = re.sub(r"\bmyself\b", "yourself", out)
     out = re.sub(r"\bme\b", "you", out)  # "the scooter gets me to Umeda"

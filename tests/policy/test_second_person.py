@@ -33,6 +33,17 @@ from caap.policy._analysis import second_person
             "The scooter gets you from your flat to Umeda.",
         ),
         ("That bike is mine.", set(), "That bike is yours."),
+        # chat writes the pronoun in lower case; "i.e." is not one
+        (
+            "on solo weeks i basically live on salad kits, i.e. tiny orders",
+            set(),
+            "on solo weeks you basically live on salad kits, i.e. tiny orders",
+        ),
+        (
+            "i'm hopeless at refilling and i'll forget",
+            set(),
+            "you're hopeless at refilling and you'll forget",
+        ),
     ],
 )
 def test_the_users_name_becomes_you(clause: str, subject: set[str], expected: str) -> None:
