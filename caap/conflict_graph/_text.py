@@ -270,7 +270,8 @@ _PERSON_NOUN = (
     r"girlfriend|boyfriend|fiancée?|doctor|physician|pediatrician|paediatrician|nurse|teacher|"
     r"coach|boss|manager|supervisor|friend|roommate|flatmate|neighbou?r|landlord|landlady|lawyer|"
     r"attorney|pharmacist|therapist|accountant|colleague|coworker|co-worker|grandmother|"
-    r"grandfather|grandma|grandpa|granny|aunt|uncle|son|daughter|cousin|ex-wife|ex-husband|"
+    r"grandfather|grandma|grandpa|granny|gran|grandad|granddad|nan|nana|nanna|auntie|aunty|"
+    r"aunt|uncle|son|daughter|cousin|ex-wife|ex-husband|"
     r"ex-partner|ex|caseworker|worker|advisor|adviser|officer|clerk|agent|banker|"
     r"specialist|dentist|surgeon|trainer|principal|counselor|counsellor|receptionist|"
     r"assistant|admin|administrator|caregiver|babysitter|nanny|sitter|mechanic|broker|"
@@ -379,6 +380,8 @@ _CONTEXT = re.compile(
 )
 
 _NAMEISH = re.compile(r"\b([A-Z][a-z]+)(?:'s|’s)?\b")
+#: A role or kinship word ("Gran", "Mum", "Doctor"): never anyone's own name.
+_ROLE_WORD = re.compile(_PERSON_NOUN, re.I)
 
 
 @dataclass(frozen=True)
@@ -454,11 +457,16 @@ def name_tokens(text: str) -> set[str]:
     A text in the user's own words ("I", "my") names other people, firms and places, never
     the user: it offers no candidate (else a dentist or an internet provider mentioned in
     most of a user's chat turns would be taken for the user and written as "you"). Calendar
-    words (months, weekdays, seasons) are never candidates.
+    words (months, weekdays, seasons) are never candidates, nor are roles written with a
+    capital ("Gran's bungalow", "Mum said"): they name someone by their relation to the user.
     """
     if _SPEAKER.search(text):
         return set()
-    return {m.group(1) for m in _NAMEISH.finditer(text) if not is_calendar_word(m.group(1))}
+    return {
+        m.group(1)
+        for m in _NAMEISH.finditer(text)
+        if not is_calendar_word(m.group(1)) and not _ROLE_WORD.fullmatch(m.group(1))
+    }
 
 
 def subject_names(texts: Iterable[str], min_share: float = 0.25, min_count: int = 2) -> set[str]:

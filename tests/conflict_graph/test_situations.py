@@ -147,3 +147,21 @@ def test_a_graph_over_the_learned_layer_embeds_each_text_once(embedder: Any) -> 
     assert len(graph.memories()) == 3
     for text in texts:
         assert counting.seen.count(text) == 1, text
+
+
+def test_a_relative_named_by_a_role_is_never_taken_for_the_user() -> None:
+    from caap.conflict_graph import _text
+
+    gran = [
+        "Sunday roast at Gran's bungalow in Wymondham.",
+        "Gran's bungalow again for Sunday lunch.",
+        "Gran has moved into Rosewood House.",
+    ]
+    assert _text.user_names_of(gran) == set()
+    assert "Gran" not in _text.name_tokens(gran[0]) and "Mum" not in _text.name_tokens(
+        "Mum said so."
+    )
+    # a name beside the role is still a candidate
+    assert _text.user_names_of(["Chloe took Gran the crumble.", "Chloe drove to Gran's."]) == {
+        "Chloe"
+    }
