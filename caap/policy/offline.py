@@ -758,6 +758,21 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         )
     else:
         r.say(f"Going by the most recent information{dated}: {change}.")
+    # Later turns about the new state often no longer name it ("did the Cabot Trail loop,
+    # stopped to charge"): the earliest change after the old state is where it came in.
+    first = min(
+        (i for i in s.changes if i not in told and _when(a, i) < _when(a, change_id)),
+        key=lambda i: _when(a, i),
+        default=None,
+    )
+    if first is not None:
+        first_when = a.memories[first].observed_at
+        r.say(
+            "The change came in with this"
+            + (f" ({_month(first_when)})" if first_when else "")
+            + f": {_you(a, short(a.text(first), CHANGE_WORDS))}."
+        )
+        told = [*told, first]
     old_when = a.memories[old_id].observed_at
     r.say(
         "That replaces the earlier note"

@@ -137,3 +137,20 @@ def test_a_later_supersession_of_the_change_is_a_chain_of_changes() -> None:
     cluster = _cluster(_sup("new", "old"), _sup("later", "new"))
     view = _stale_view(cluster, mems, {**SIMS, "later": 0.2}, QUERY)
     assert view is not None and view.changes == ["later"] and "new" in view.superseded
+
+
+def test_the_change_that_brought_the_new_state_is_quoted_beside_the_latest() -> None:
+    # Months after the new job, a turn about it no longer names it: the answer also quotes the
+    # earliest change after the old state, where the new state came in.
+    later_day = NEW_DAY + timedelta(days=90)
+    mems = {
+        **{i: MEMORIES[i] for i in ("old", "new")},
+        "later": _mem(
+            "later", "Did a double on Saturday, the queue went round the block.", later_day, 0
+        ),
+    }
+    sims = {"old": 0.8, "new": 0.3, "later": 0.5}
+    r = _answer(mems, _cluster(_sup("new", "old"), _sup("later", "old")), sims)
+    assert "queue went round the block" in r.text and "Menya Kaze" in r.text
+    assert r.text.index("queue") < r.text.index("Menya Kaze")  # the latest first
+    assert {"new", "later"} <= set(r.cited_memory_ids)
