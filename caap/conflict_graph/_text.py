@@ -382,6 +382,13 @@ _CONTEXT = re.compile(
 _NAMEISH = re.compile(r"\b([A-Z][a-z]+)(?:'s|’s)?\b")
 #: A role or kinship word ("Gran", "Mum", "Doctor"): never anyone's own name.
 _ROLE_WORD = re.compile(_PERSON_NOUN, re.I)
+#: Titles, and a title with the name it is given or a name with the honorific it takes
+#: ("Mr Nakamura", "Dr. Osei", "Nakamura-san"); the title itself is never a name either.
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Miss", "Mx", "Dr", "Prof", "Sir", "Dame", "Madam"})
+_TITLED = re.compile(
+    rf"\b(?:{'|'.join(sorted(_TITLES))})\.?\s+([A-Z][a-z]+)"
+    r"|\b([A-Z][a-z]+)-(?:san|sama|sensei|kun|chan|ssi|nim|ji)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -459,13 +466,19 @@ def name_tokens(text: str) -> set[str]:
     most of a user's chat turns would be taken for the user and written as "you"). Calendar
     words (months, weekdays, seasons) are never candidates, nor are roles written with a
     capital ("Gran's bungalow", "Mum said"): they name someone by their relation to the user.
+    Nor is a name given a title or an honorific ("Mr Nakamura's stall", "Nakamura-san"): that
+    is how the user's memories speak of someone else.
     """
     if _SPEAKER.search(text):
         return set()
+    titled = {m.group(1) or m.group(2) for m in _TITLED.finditer(text)}
     return {
         m.group(1)
         for m in _NAMEISH.finditer(text)
-        if not is_calendar_word(m.group(1)) and not _ROLE_WORD.fullmatch(m.group(1))
+        if not is_calendar_word(m.group(1))
+        and not _ROLE_WORD.fullmatch(m.group(1))
+        and m.group(1) not in titled
+        and m.group(1) not in _TITLES
     }
 
 

@@ -165,3 +165,16 @@ def test_a_relative_named_by_a_role_is_never_taken_for_the_user() -> None:
     assert _text.user_names_of(["Chloe took Gran the crumble.", "Chloe drove to Gran's."]) == {
         "Chloe"
     }
+
+
+def test_a_name_given_a_title_or_an_honorific_is_never_taken_for_the_user() -> None:
+    from caap.conflict_graph import _text
+
+    told = [
+        "Hiroshi has bought his tuna from Mr Nakamura's stall for years.",
+        "These days the bluefin comes from Nakamura-san.",
+        "Sato, his head chef, says every tuna order goes through Nakamura.",
+        "Hiroshi moved his sea-urchin orders to a Hokkaido supplier.",
+    ]
+    assert _text.user_names_of(told) == {"Hiroshi"}
+    assert _text.name_tokens("Dr. Osei moved the appointment.") == set()
