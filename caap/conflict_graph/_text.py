@@ -476,7 +476,7 @@ def name_tokens(text: str) -> set[str]:
         m.group(1)
         for m in _NAMEISH.finditer(text)
         if not is_calendar_word(m.group(1))
-        and not _ROLE_WORD.fullmatch(m.group(1))
+        and (m.group(1) == "Dean" or not _ROLE_WORD.fullmatch(m.group(1)))  # also a given name
         and m.group(1) not in titled
         and m.group(1) not in _TITLES
     }

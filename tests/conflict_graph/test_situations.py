@@ -161,6 +161,8 @@ def test_a_relative_named_by_a_role_is_never_taken_for_the_user() -> None:
     assert "Gran" not in _text.name_tokens(gran[0]) and "Mum" not in _text.name_tokens(
         "Mum said so."
     )
+    # a role that is also a given name stays a candidate
+    assert _text.user_names_of(["Dean walks to work.", "Dean's lease ends in May."]) == {"Dean"}
     # a name beside the role is still a candidate
     assert _text.user_names_of(["Chloe took Gran the crumble.", "Chloe drove to Gran's."]) == {
         "Chloe"
