@@ -221,22 +221,7 @@ def test_a_source_conflict_with_one_named_side_does_not_ask_which_of_one_governs
         "b": "The landlord texted that rent stays two thousand three fifty.",
         "c": "I pay the parking separately.",
     }
-    a = Analysis(
-        query="How much is my rent?",
-        memories={i: Memory(id=i, text=t, user_id="u") for i, t in texts.items()},
-        cluster=ConflictCluster(
-            id="c1",
-            user_id="u",
-            aspect="rent",
-            memory_ids=list(texts),
-            conflict_type=ConflictType.SCC,
-            unresolved="which source is authoritative",
-            sides={"your own account": ["a", "b", "c"]},
-        ),
-        relevant=list(texts),
-        relevance={"a": 0.8, "b": 0.7, "c": 0.3},
-        risk=RiskTier.HIGH,
-    )
+    a = _scc(texts, {"your own account": ["a", "b", "c"]}, RiskTier.HIGH)
     d = decide_offline(a)
     assert d.action in (Action.VERIFY, Action.DEFER)
     assert d.missing_information is not None
