@@ -273,6 +273,8 @@ def train_pair_reader(
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (steps - s) / steps)
     )
+    # A line about every tenth of an epoch: an epoch takes minutes on a laptop's cores.
+    tick = max(1, math.ceil(len(train) / batch_size / 10))
     start = time.monotonic()
     enc.train()
     for epoch in range(epochs):
@@ -289,6 +291,12 @@ def train_pair_reader(
             loss.backward()
             opt.step()
             sched.step()
+            done = min(k + batch_size, len(order))
+            if progress is not None and done < len(order) and (k // batch_size + 1) % tick == 0:
+                progress(
+                    f"epoch {epoch + 1}/{epochs}: {done}/{len(order)} pairs "
+                    f"({time.monotonic() - start:.0f} s)"
+                )
         if progress is not None:
             progress(f"epoch {epoch + 1}/{epochs} done ({time.monotonic() - start:.0f} s)")
     enc.eval()

@@ -81,6 +81,19 @@ def test_training_writes_weights_a_reader_loads(tmp_path: Path) -> None:
     assert json.loads(out.with_suffix(".json").read_text())["seed"] == 3
     fresh = PairReader(out)
     assert fresh.probabilities([train[0][:2]]).shape == (1, len(RELATIONS))
+    # Progress within an epoch: a line per batch here (fewer than ten batches), then the
+    # epoch's end; each says how long training has run.
+    lines: list[str] = []
+    train_pair_reader(
+        train, tmp_path / "p.npz", epochs=1, batch_size=2, seed=3, progress=lines.append
+    )
+    assert [line.split(" (")[0] for line in lines] == [
+        "epoch 1/1: 2/8 pairs",
+        "epoch 1/1: 4/8 pairs",
+        "epoch 1/1: 6/8 pairs",
+        "epoch 1/1 done",
+    ]
+    assert all(line.endswith(" s)") for line in lines)
     # The same seed on the same data gives the same adapters.
     again = tmp_path / "r2.npz"
     train_pair_reader(train, again, epochs=1, batch_size=4, seed=3)
