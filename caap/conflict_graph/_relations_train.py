@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -330,6 +330,7 @@ def train_relations(
     recall: float = 1.0,
     surface_scales: Sequence[float] = (1.0, 3.0, 10.0),
     reader: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit the pair and risk models on ``data`` (one path or several), choose settings on
     ``dev`` (default: a quarter of ``data``'s personas held out), write ``out`` (``.npz``)
@@ -342,7 +343,10 @@ def train_relations(
     ``reader``: the pair reader's weights (default: the shipped one). It should have been
     trained on pairs other than ``data``'s, or the pair model learns to trust readings of
     text the reader has already seen.
+    ``progress``: called with a line at each stage (embedding, each model fitted, each fold of
+    the situation model), since a run takes minutes.
     """
+    say = progress or (lambda _msg: None)
     try:
         from sklearn.linear_model import LogisticRegression
         from sklearn.metrics import f1_score, log_loss
@@ -365,10 +369,15 @@ def train_relations(
         dev_name = str(dev)
     if not train.pairs or not held.pairs:
         raise ValueError("training and dev data both need memory pairs")
+    say(
+        f"data: {len(train.pairs)} training pairs, {len(train.situations)} training queries; "
+        f"dev: {len(held.pairs)} pairs, {len(held.situations)} queries"
+    )
     texts = [t for c in (train, held) for e in c.pairs for t in (e.a, e.b)]
     texts += [e.text for c in (train, held) for e in c.memories]
     texts += [t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t]
     texts += [t for c in (train, held) for e in c.situations for t in (e.query, *e.texts)]
+    say(f"embedding {len(set(texts))} texts")
     vec = _embed(embedder, texts)
     dim = embedder.dimension
 
@@ -408,6 +417,7 @@ def train_relations(
         return p
 
     facet_model = fit_facets(np.ones(len(my), dtype=bool))
+    say(f"facet model: dev macro F1 {facet_f1:.3f} (C={facet_c})")
     # Out-of-fold facet probabilities for the training pairs (folds by persona), so the pair
     # model learns from facet readings as noisy as the ones it will see.
     groups = sorted({e.group for e in train.memories} | {e.group for e in train.pairs})
@@ -425,6 +435,7 @@ def train_relations(
     facet_w, facet_b = _dense_weights(facet_model, mt.shape[1], len(FACET_CLASSES))
 
     # -- pair model ----------------------------------------------------------------------
+    say(f"pair model: the pair reader reads {len(train.pairs) + len(held.pairs)} pairs")
     xt, yt = _pair_matrix(train.pairs, vec, facet, pair_reader)
     xd, yd = _pair_matrix(held.pairs, vec, facet, pair_reader)
     mu, sd0 = _standardise(xt)
@@ -447,6 +458,7 @@ def train_relations(
     sd[-N_PAIR_TAIL:] /= surface_scale
     pred = pair_model.predict((xd - mu) / sd)
     w, b = _dense_weights(pair_model, xt.shape[1], len(RELATIONS))
+    say(f"pair model: dev macro F1 {pair_f1:.3f} (C={pair_c}, surface scale {surface_scale:g})")
     per_relation = {
         r: {
             "dev_support": int((yd == i).sum()),
@@ -488,6 +500,7 @@ def train_relations(
     # its own threshold: the harder cluster readings must not lower the bar for queries.
     high, caught, false_high = threshold(with_query)
     high_cluster, caught_cluster, false_high_cluster = threshold(~with_query)
+    say(f"risk model: dev log loss {risk_loss:.3f} (C={risk_c}), HIGH threshold {high:.3f}")
 
     # -- situation model (per query over its nearest memories) ---------------------------
     # Trained on out-of-fold facet and pair readings (folds by persona), so it learns how
@@ -556,6 +569,7 @@ def train_relations(
             fold_ex = [e for e in train.situations if fold_of.get(e.group) == k]
             if not fold_ex:
                 continue
+            say(f"situation model: out-of-fold readings, fold {k + 1}/5")
             fm_k = fit_facets(mem_fold != k)
             pm_k = LogisticRegression(
                 C=pair_c, max_iter=3000, class_weight="balanced", random_state=seed
@@ -581,6 +595,10 @@ def train_relations(
         assert sit_best is not None
         sit_loss, sit_c, sit_model = sit_best
         spred = sit_model.predict((sxd - smu) / ssd)
+        say(
+            f"situation model: dev accuracy {float((spred == syd).mean()):.3f}, "
+            f"log loss {sit_loss:.3f} (C={sit_c})"
+        )
         sit_w, sit_b = _dense_weights(sit_model, sx.shape[1], len(SITUATIONS))
         sit_arrays = {"sit_w": sit_w, "sit_b": sit_b, "sit_mu": smu, "sit_sd": ssd}
         situation_card = {
@@ -677,7 +695,16 @@ def train_relations(
 
 
 def _cmd_train(args: Any) -> int:
-    card = train_relations(args.data, args.out, dev=args.dev, seed=args.seed, reader=args.reader)
+    import sys
+
+    card = train_relations(
+        args.data,
+        args.out,
+        dev=args.dev,
+        seed=args.seed,
+        reader=args.reader,
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
     pm, rm, sm = card["pair_model"], card["risk_model"], card["situation_model"]
     print(
         f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: pair model dev macro F1 "

@@ -69,8 +69,18 @@ def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> Non
     out = tmp_path / "w.npz"
     # Several data paths train one model; the card names each.
     parts = [BLIND / "dev" / "tangle", BLIND / "dev" / "stale"]
-    card = train_relations(parts, out, embedder=embedder, seed=1)
+    lines: list[str] = []
+    card = train_relations(parts, out, embedder=embedder, seed=1, progress=lines.append)
     assert card["train_data"] == [str(p) for p in parts]
+    # Each stage reports as it ends, in order, with what it measured.
+    assert lines[0].startswith("data: ") and lines[1].startswith("embedding ")
+    stages = [line.split(":")[0] for line in lines]
+    first = [stages.index(s) for s in ("facet model", "pair model", "risk model")]
+    assert first == sorted(first) and stages[-1] == "situation model"
+    accuracy = card["situation_model"]["dev_accuracy"]
+    assert lines[-1].startswith(f"situation model: dev accuracy {accuracy:.3f}")
+    pm = card["pair_model"]
+    assert f"pair model: dev macro F1 {pm['dev_macro_f1']:.3f} (C={pm['C']}" in "\n".join(lines)
     sm = card["situation_model"]
     assert sm["trained"] and sm["classes"] == list(SITUATIONS)
     assert sm["train_queries"] > 0 and sm["dev_queries"] > 0
