@@ -193,18 +193,36 @@ class SituationVerdict:
     switching), ``SCC`` (sources disagree) and ``STALE`` (a later state replaced an earlier
     one), and why. A policy that is unsure which
     holds can choose the action that fits all the likely ones (see
-    :func:`caap.policy.choose_under_uncertainty`)."""
+    :func:`caap.policy.choose_under_uncertainty`).
+
+    ``unshifted``: for a layer whose reading is recalibrated to new text by a prior shift
+    (:func:`caap.conflict_graph.calibrate_situations`), the model's reading before the shift;
+    ``probs`` is the shifted one the policy decides on. The high-stakes guard reads the
+    unshifted one (:attr:`evidence_probs`): a calibration fitted for better decisions on
+    average never lowers the bar for positive evidence."""
 
     probs: Mapping[str, float]
     evidence: str = ""
+    unshifted: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
-        unknown = set(self.probs) - set(SITUATIONS)
-        if unknown:
-            raise ValueError(f"probs names unknown situations {sorted(unknown)}")
-        total = sum(self.probs.values())
-        if not 0.99 <= total <= 1.01 or any(v < 0 for v in self.probs.values()):
-            raise ValueError(f"situation probabilities must be >= 0 and sum to 1, got {total}")
+        for name, probs in (("probs", self.probs), ("unshifted", self.unshifted)):
+            if probs is None:
+                continue
+            unknown = set(probs) - set(SITUATIONS)
+            if unknown:
+                raise ValueError(f"{name} names unknown situations {sorted(unknown)}")
+            total = sum(probs.values())
+            if not 0.99 <= total <= 1.01 or any(v < 0 for v in probs.values()):
+                raise ValueError(
+                    f"situation probabilities must be >= 0 and sum to 1, got {total} ({name})"
+                )
+
+    @property
+    def evidence_probs(self) -> Mapping[str, float]:
+        """The reading the guard holds a high-stakes commit to: :attr:`unshifted` when the
+        layer shifted its reading, else :attr:`probs`."""
+        return self.unshifted if self.unshifted is not None else self.probs
 
 
 def situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:

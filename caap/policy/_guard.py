@@ -150,10 +150,12 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
             + (f" ({cluster.unresolved})" if cluster.unresolved else "")
         )
     situation = analysis.situation
-    if situation is not None and situation.probs.get("NONE", 0.0) < SITUATION_MIN:
+    # The model's own reading, before any calibration shift: see SituationVerdict.unshifted.
+    agreeing = situation.evidence_probs.get("NONE", 0.0) if situation is not None else 1.0
+    if agreeing < SITUATION_MIN:
         return (
             "the relation layer does not read the recalled memories as agreeing "
-            f"(agreement {situation.probs.get('NONE', 0.0):.2f})"
+            f"(agreement {agreeing:.2f})"
         )
     claims = _claims(decision, analysis)
     if not claims:

@@ -195,6 +195,24 @@ def test_two_first_hand_claims_stand_together_only_when_read_as_agreeing() -> No
     assert apply_guard(_commit_on("a", "b"), rules).action is Action.COMMIT
 
 
+def test_the_guard_reads_the_situation_model_before_any_calibration_shift() -> None:
+    from caap.conflict_graph.relations import SituationVerdict
+
+    both = frozenset(("a", "b"))
+    # Shifted towards agreement for the decision, but the model itself read a likely source
+    # contradiction: a high-stakes commit has no positive evidence.
+    shifted = SituationVerdict({"NONE": 0.8, "SCC": 0.2}, unshifted={"NONE": 0.45, "SCC": 0.55})
+    held = _analysis({"a": 0.1, "b": 0.2}, shifted)
+    held.agreement = {both: 0.8}
+    out = apply_guard(_commit_on("a", "b"), held)
+    assert out.action is Action.VERIFY and "(agreement 0.45)" in out.rationale
+    # The same shifted reading over a model that itself read agreement: the commit stands.
+    calm = SituationVerdict({"NONE": 0.9, "SCC": 0.1}, unshifted={"NONE": 0.6, "SCC": 0.4})
+    fine = _analysis({"a": 0.1, "b": 0.2}, calm)
+    fine.agreement = {both: 0.8}
+    assert apply_guard(_commit_on("a", "b"), fine).action is Action.COMMIT
+
+
 def test_the_guards_agreement_reading_ignores_the_layers_agreement_weight(
     embedder: Any,
 ) -> None:
