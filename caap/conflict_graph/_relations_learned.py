@@ -188,6 +188,8 @@ class LearnedRelations:
             self._w: dict[str, Any] = {k: np.asarray(z[k]) for k in _KEYS}
             if all(k in z.files for k in _SITUATION_KEYS):
                 self._w.update({k: np.asarray(z[k]) for k in _SITUATION_KEYS})
+                if "sit_prior" in z.files:  # written by `caap relations calibrate`
+                    self._w["sit_prior"] = np.asarray(z["sit_prior"], dtype=np.float32)
             for key, fallback in zip(_CLUSTER_RISK_KEYS, ("risk_high", "risk_medium"), strict=True):
                 self._w[key] = np.asarray(z[key] if key in z.files else z[fallback])
         card = self.weights_path.with_suffix(".json")
@@ -396,7 +398,17 @@ class LearnedRelations:
             sims[order], pair_probs, self.facet_probabilities(top), RELATIONS, surface
         )
         z = ((x - self._w["sit_mu"]) / self._w["sit_sd"]) @ self._w["sit_w"] + self._w["sit_b"]
-        p = _softmax(z.reshape(1, -1).astype(np.float32))[0]
+        z = z.reshape(1, -1).astype(np.float32)
+        p = _softmax(z)[0]
         probs = dict(zip(SITUATIONS, (float(v) for v in p), strict=True))
+        unshifted = None
+        if "sit_prior" in self._w:
+            # A prior shift fitted on text the models never saw (`caap relations calibrate`):
+            # the policy decides on the shifted reading, the guard reads the model's own.
+            unshifted = probs
+            shifted = _softmax(z + self._w["sit_prior"].reshape(1, -1))[0]
+            probs = dict(zip(SITUATIONS, (float(v) for v in shifted), strict=True))
         best = max(probs, key=lambda k: probs[k])
-        return SituationVerdict(probs, f"situation model: {best} {probs[best]:.2f}")
+        return SituationVerdict(
+            probs, f"situation model: {best} {probs[best]:.2f}", unshifted=unshifted
+        )

@@ -694,6 +694,115 @@ def train_relations(
     return card
 
 
+def calibrate_situations(
+    data: str | Path | Sequence[str | Path],
+    weights: str | Path,
+    *,
+    shift: Sequence[str] = ("SCC",),
+    embedder: Embedder | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Fit a prior shift of the situation reading on ``data`` and write it into ``weights``.
+
+    The situation model is fitted on text the pair reader was trained on, so on text neither
+    has seen its readings lean (it reads agreeing sources as disagreeing more often than they
+    do). The shift multiplies the probability of each situation in ``shift`` by one weight
+    (the others keep theirs) and renormalises; the weights are chosen by maximum likelihood
+    of the situations of ``data`` (TANGLE instances and stale scenarios, as for training; use
+    data the reader and the models never trained on). Only the named situations move:
+    situations that ``data`` lacks (a corpus of instances has no stale-state labels) would be
+    pushed towards zero. The unshifted reading stays what the high-stakes guard reads
+    (:attr:`~caap.conflict_graph.relations.SituationVerdict.unshifted`).
+
+    Writes the shift into ``weights`` (array ``sit_prior``, log weights over
+    :data:`SITUATIONS`) and its card (``situation_prior``), and returns that card entry.
+    """
+    from scipy.optimize import minimize
+
+    from caap.conflict_graph._relations_learned import LearnedRelations
+
+    say = progress or (lambda _msg: None)
+    unknown = sorted(set(shift) - set(SITUATIONS))
+    if unknown or not shift:
+        raise ValueError(f"shift names unknown situations {unknown}; choose from {SITUATIONS}")
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    corpus = _load_all(paths, 0)
+    examples = [e for e in corpus.situations if e.query.strip() and e.texts]
+    if not examples:
+        raise ValueError("calibration data holds no queries with memories")
+    weights = Path(weights)
+    layer = LearnedRelations(weights=weights, embedder=embedder)
+    if not layer.reads_situations:
+        raise ValueError(f"weights {weights} have no situation model to calibrate")
+    say(f"reading {len(examples)} situations")
+    rows = []
+    for k, e in enumerate(examples):
+        verdict = layer.situation(e.query, e.texts)
+        assert verdict is not None
+        rows.append([verdict.evidence_probs[s] for s in SITUATIONS])
+        if progress is not None and (k + 1) % 50 == 0:
+            say(f"read {k + 1}/{len(examples)}")
+    logp = np.log(np.asarray(rows, dtype=np.float64) + 1e-6)
+    y = np.array([SITUATIONS.index(e.situation) for e in examples])
+    moved = [SITUATIONS.index(s) for s in shift]
+
+    def loss(z: npt.NDArray[np.float64]) -> float:
+        lw = np.zeros(len(SITUATIONS))
+        lw[moved] = z
+        q = logp + lw
+        q = q - np.logaddexp.reduce(q, axis=1, keepdims=True)
+        return float(-q[np.arange(len(y)), y].mean())
+
+    fit = minimize(
+        loss,
+        np.zeros(len(moved)),
+        method="Nelder-Mead",
+        options={"maxiter": 4000, "xatol": 1e-5, "fatol": 1e-9},
+    )
+    prior = np.zeros(len(SITUATIONS), dtype=np.float32)
+    prior[moved] = fit.x
+    with np.load(weights) as z:
+        arrays: dict[str, Any] = {k: np.asarray(z[k]) for k in z.files if k != "sit_prior"}
+    arrays["sit_prior"] = prior
+    np.savez_compressed(weights, **arrays)
+    entry: dict[str, Any] = {
+        "kind": "prior shift of the situation reading, fitted by maximum likelihood",
+        "weights": {s: float(np.exp(prior[SITUATIONS.index(s)])) for s in shift},
+        "data": [str(p) for p in paths],
+        "data_sha256": corpus.checksum,
+        "queries": len(examples),
+        "log_loss_before": loss(np.zeros(len(moved))),
+        "log_loss_after": float(fit.fun),
+    }
+    card_path = weights.with_suffix(".json")
+    card = json.loads(card_path.read_text()) if card_path.exists() else {}
+    card["situation_prior"] = entry
+    card_path.write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+    say(
+        "shift: "
+        + ", ".join(f"{s} x {w:.3f}" for s, w in entry["weights"].items())
+        + f" (log loss {entry['log_loss_before']:.3f} -> {entry['log_loss_after']:.3f})"
+    )
+    return entry
+
+
+def _cmd_calibrate(args: Any) -> int:
+    import sys
+
+    entry = calibrate_situations(
+        args.data,
+        args.weights,
+        shift=args.shift or ("SCC",),
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    shifts = ", ".join(f"{s} x {w:.3f}" for s, w in entry["weights"].items())
+    print(
+        f"wrote the situation prior into {args.weights}: {shifts} over {entry['queries']} "
+        f"queries, log loss {entry['log_loss_before']:.3f} -> {entry['log_loss_after']:.3f}"
+    )
+    return 0
+
+
 def _cmd_train(args: Any) -> int:
     import sys
 
@@ -857,3 +966,22 @@ def add_relations_parser(sub: Any) -> None:
     sp.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     sp.add_argument("--seed", type=int, default=0)
     sp.set_defaults(handler=_cmd_train_speaker)
+    c = rsub.add_parser(
+        "calibrate",
+        help="fit a prior shift of the situation reading on data the models never saw and "
+        "write it into the weights",
+    )
+    c.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="TANGLE-format instances or stale scenarios (directory or file); repeatable",
+    )
+    c.add_argument("--weights", required=True, help="weights to calibrate in place (.npz)")
+    c.add_argument(
+        "--shift",
+        action="append",
+        choices=list(SITUATIONS),
+        help="a situation whose probability the shift may move (repeatable; default SCC)",
+    )
+    c.set_defaults(handler=_cmd_calibrate)

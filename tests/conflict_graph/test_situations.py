@@ -61,6 +61,57 @@ def test_a_verdict_must_be_a_distribution() -> None:
         SituationVerdict({"NONE": 0.7, "CPC": 0.7})
     with pytest.raises(ValueError, match="unknown situations"):
         SituationVerdict({"STALEISH": 1.0})
+    with pytest.raises(ValueError, match="unshifted"):
+        SituationVerdict({"NONE": 1.0}, unshifted={"NONE": 0.5})
+    plain = SituationVerdict({"NONE": 0.6, "SCC": 0.4})
+    assert plain.evidence_probs == plain.probs
+    shifted = SituationVerdict({"NONE": 0.8, "SCC": 0.2}, unshifted={"NONE": 0.6, "SCC": 0.4})
+    assert shifted.evidence_probs == {"NONE": 0.6, "SCC": 0.4}
+
+
+def test_calibration_shifts_the_reading_towards_the_data_and_keeps_the_models_own(
+    tmp_path: Path, embedder: Any
+) -> None:
+    import shutil
+
+    from caap.conflict_graph._relations_train import calibrate_situations
+
+    # Controls only (agreeing memories): a shift fitted on them can only lower the source
+    # contradiction reading.
+    controls = [
+        line
+        for f in sorted((BLIND / "dev" / "tangle").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip() and json.loads(line)["conflict_type"] == "NONE"
+    ][:4]
+    data = tmp_path / "controls.jsonl"
+    data.write_text("\n".join(controls) + "\n")
+    weights = tmp_path / "w.npz"
+    with np.load(default_weights_path()) as z:  # the shipped model without any shift
+        np.savez(weights, **{k: z[k] for k in z.files if k != "sit_prior"})
+    shutil.copy(default_weights_path().with_suffix(".json"), weights.with_suffix(".json"))
+    query = json.loads(controls[0])["query"]
+    texts = [m["text"] for m in json.loads(controls[0])["memories"]]
+    before = LearnedRelations(weights=weights, embedder=embedder).situation(query, texts)
+    assert before is not None and before.unshifted is None
+    lines: list[str] = []
+    entry = calibrate_situations(
+        data, weights, shift=["SCC"], embedder=embedder, progress=lines.append
+    )
+    assert set(entry["weights"]) == {"SCC"} and entry["weights"]["SCC"] < 1.0
+    assert entry["log_loss_after"] < entry["log_loss_before"] and entry["queries"] == 8
+    assert json.loads(weights.with_suffix(".json").read_text())["situation_prior"] == entry
+    assert lines[0] == "reading 8 situations" and lines[-1].startswith("shift: SCC x ")
+    after = LearnedRelations(weights=weights, embedder=embedder).situation(query, texts)
+    assert after is not None and after.unshifted is not None
+    assert after.unshifted == pytest.approx(before.probs, abs=1e-6)
+    assert after.probs["SCC"] < before.probs["SCC"]
+    assert after.probs["NONE"] > before.probs["NONE"]
+    # Calibrating again fits the model's own reading, not the shifted one: the same shift.
+    again = calibrate_situations(data, weights, shift=["SCC"], embedder=embedder)
+    assert again["weights"]["SCC"] == pytest.approx(entry["weights"]["SCC"], rel=1e-4)
+    with pytest.raises(ValueError, match="unknown situations"):
+        calibrate_situations(data, weights, shift=["STALEISH"], embedder=embedder)
 
 
 def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> None:
