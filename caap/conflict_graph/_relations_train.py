@@ -722,6 +722,7 @@ def calibrate_situations(
     from caap.conflict_graph._relations_learned import LearnedRelations
 
     say = progress or (lambda _msg: None)
+    shift = list(dict.fromkeys(shift))
     unknown = sorted(set(shift) - set(SITUATIONS))
     if unknown or not shift:
         raise ValueError(f"shift names unknown situations {unknown}; choose from {SITUATIONS}")

@@ -196,7 +196,7 @@ class SituationVerdict:
     :func:`caap.policy.choose_under_uncertainty`).
 
     ``unshifted``: for a layer whose reading is recalibrated to new text by a prior shift
-    (:func:`caap.conflict_graph.calibrate_situations`), the model's reading before the shift;
+    (``caap relations calibrate``), the model's reading before the shift;
     ``probs`` is the shifted one the policy decides on. The high-stakes guard reads the
     unshifted one (:attr:`evidence_probs`): a calibration fitted for better decisions on
     average never lowers the bar for positive evidence."""
