@@ -114,6 +114,35 @@ def test_calibration_shifts_the_reading_towards_the_data_and_keeps_the_models_ow
         calibrate_situations(data, weights, shift=["STALEISH"], embedder=embedder)
 
 
+def test_the_calibrate_command_writes_the_shift(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from caap.cli import main
+
+    control = next(
+        line
+        for f in sorted((BLIND / "dev" / "tangle").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip() and json.loads(line)["conflict_type"] == "NONE"
+    )
+    data = tmp_path / "one.jsonl"
+    data.write_text(control + "\n")
+    weights = tmp_path / "w.npz"
+    with np.load(default_weights_path()) as z:
+        np.savez(weights, **{k: z[k] for k in z.files if k != "sit_prior"})
+    argv = ["relations", "calibrate", "--data", str(data), "--weights", str(weights)]
+    assert main([*argv, "--shift", "SCC", "--shift", "SCC", "--shift", "NONE"]) == 0
+    out = capsys.readouterr()
+    assert "wrote the situation prior into" in out.out and "over 2 queries" in out.out
+    assert "reading 2 situations" in out.err
+    with np.load(weights) as z:
+        prior = z["sit_prior"]
+    moved = {SITUATIONS[i] for i in np.flatnonzero(prior)}
+    assert moved <= {"SCC", "NONE"} and moved
+    with pytest.raises(SystemExit):
+        main([*argv, "--shift", "STALEISH"])
+
+
 def test_training_writes_a_situation_model(tmp_path: Path, embedder: Any) -> None:
     from caap.conflict_graph._relations_train import train_relations
 
