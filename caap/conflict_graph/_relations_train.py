@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -694,6 +695,11 @@ def train_relations(
     return card
 
 
+def _to_stderr(msg: str) -> None:
+    """The commands' progress lines: on stderr, so stdout stays the result."""
+    print(msg, file=sys.stderr, flush=True)
+
+
 def calibrate_situations(
     data: str | Path | Sequence[str | Path],
     weights: str | Path,
@@ -788,13 +794,11 @@ def calibrate_situations(
 
 
 def _cmd_calibrate(args: Any) -> int:
-    import sys
-
     entry = calibrate_situations(
         args.data,
         args.weights,
         shift=args.shift or ("SCC",),
-        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        progress=_to_stderr,
     )
     shifts = ", ".join(f"{s} x {w:.3f}" for s, w in entry["weights"].items())
     print(
@@ -805,15 +809,13 @@ def _cmd_calibrate(args: Any) -> int:
 
 
 def _cmd_train(args: Any) -> int:
-    import sys
-
     card = train_relations(
         args.data,
         args.out,
         dev=args.dev,
         seed=args.seed,
         reader=args.reader,
-        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        progress=_to_stderr,
     )
     pm, rm, sm = card["pair_model"], card["risk_model"], card["situation_model"]
     print(
@@ -857,8 +859,6 @@ def train_reader(
 
 
 def _cmd_train_reader(args: Any) -> int:
-    import sys
-
     card = train_reader(
         args.data,
         args.out,
@@ -866,7 +866,7 @@ def _cmd_train_reader(args: Any) -> int:
         epochs=args.epochs,
         lr=args.lr,
         seed=args.seed,
-        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+        progress=_to_stderr,
     )
     dev = (
         f", dev macro F1 {card['dev_macro_f1']:.3f} ({card['dev_pairs']} pairs)"
