@@ -69,6 +69,23 @@ def test_a_verdict_must_be_a_distribution() -> None:
     assert shifted.evidence_probs == {"NONE": 0.6, "SCC": 0.4}
 
 
+def _dev_controls() -> list[str]:
+    """The no-conflict instances of blind dev, as JSONL lines."""
+    return [
+        line
+        for f in sorted((BLIND / "dev" / "tangle").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip() and json.loads(line)["conflict_type"] == "NONE"
+    ]
+
+
+def _unshifted_copy(path: Path) -> Path:
+    """The shipped weights written to ``path`` without any calibration shift."""
+    with np.load(default_weights_path()) as z:
+        np.savez(path, **{k: z[k] for k in z.files if k != "sit_prior"})
+    return path
+
+
 def test_calibration_shifts_the_reading_towards_the_data_and_keeps_the_models_own(
     tmp_path: Path, embedder: Any
 ) -> None:
@@ -78,17 +95,10 @@ def test_calibration_shifts_the_reading_towards_the_data_and_keeps_the_models_ow
 
     # Controls only (agreeing memories): a shift fitted on them can only lower the source
     # contradiction reading.
-    controls = [
-        line
-        for f in sorted((BLIND / "dev" / "tangle").glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip() and json.loads(line)["conflict_type"] == "NONE"
-    ][:4]
+    controls = _dev_controls()[:4]
     data = tmp_path / "controls.jsonl"
     data.write_text("\n".join(controls) + "\n")
-    weights = tmp_path / "w.npz"
-    with np.load(default_weights_path()) as z:  # the shipped model without any shift
-        np.savez(weights, **{k: z[k] for k in z.files if k != "sit_prior"})
+    weights = _unshifted_copy(tmp_path / "w.npz")
     shutil.copy(default_weights_path().with_suffix(".json"), weights.with_suffix(".json"))
     query = json.loads(controls[0])["query"]
     texts = [m["text"] for m in json.loads(controls[0])["memories"]]
@@ -119,17 +129,9 @@ def test_the_calibrate_command_writes_the_shift(
 ) -> None:
     from caap.cli import main
 
-    control = next(
-        line
-        for f in sorted((BLIND / "dev" / "tangle").glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip() and json.loads(line)["conflict_type"] == "NONE"
-    )
     data = tmp_path / "one.jsonl"
-    data.write_text(control + "\n")
-    weights = tmp_path / "w.npz"
-    with np.load(default_weights_path()) as z:
-        np.savez(weights, **{k: z[k] for k in z.files if k != "sit_prior"})
+    data.write_text(_dev_controls()[0] + "\n")
+    weights = _unshifted_copy(tmp_path / "w.npz")
     argv = ["relations", "calibrate", "--data", str(data), "--weights", str(weights)]
     assert main([*argv, "--shift", "SCC", "--shift", "SCC", "--shift", "NONE"]) == 0
     out = capsys.readouterr()
