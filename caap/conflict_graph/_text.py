@@ -382,6 +382,8 @@ _CONTEXT = re.compile(
 _NAMEISH = re.compile(r"\b([A-Z][a-z]+)(?:'s|’s)?\b")
 #: A role or kinship word ("Gran", "Mum", "Doctor"): never anyone's own name.
 _ROLE_WORD = re.compile(_PERSON_NOUN, re.I)
+#: Role words that are as often given names: they stay candidates for the user's name.
+_ALSO_GIVEN_NAMES = frozenset({"Dean"})
 #: Titles, and a title with the name it is given or a name with the honorific it takes
 #: ("Mr Nakamura", "Dr. Osei", "Nakamura-san"); the title itself is never a name either.
 _TITLES = frozenset({"Mr", "Mrs", "Ms", "Miss", "Mx", "Dr", "Prof", "Sir", "Dame", "Madam"})
@@ -476,7 +478,7 @@ def name_tokens(text: str) -> set[str]:
         m.group(1)
         for m in _NAMEISH.finditer(text)
         if not is_calendar_word(m.group(1))
-        and (m.group(1) == "Dean" or not _ROLE_WORD.fullmatch(m.group(1)))  # also a given name
+        and (m.group(1) in _ALSO_GIVEN_NAMES or not _ROLE_WORD.fullmatch(m.group(1)))
         and m.group(1) not in titled
         and m.group(1) not in _TITLES
     }
