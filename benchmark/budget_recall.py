@@ -7,12 +7,15 @@ The counts equal the ``budget B: FULL search .., graph ..`` lines of the pipelin
 fraction of its time (no policy, no judge).
 
     PYTHONPATH=$PWD python benchmark/budget_recall.py [--dataset PATH] [--interleave 3]
-        [--budgets 10,20,40] [--no-search] [--noise N]
+        [--budgets 10,20,40] [--no-search] [--noise N] [--sentences]
 
 ``--noise N`` stores, before each persona's own dialogue, about N user turns of other people's
 conversations (sessions of the blind train split, shuffled with a fixed seed, dated a year
 earlier, without session provenance so they can represent no instance memory except by the
 semantic rule) under the same user: a user with a long unrelated history.
+
+``--sentences`` stores one memory per sentence of a user turn (the pipeline track's
+``--sentences``) instead of one per turn; a sentence keeps its turn's session provenance.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from typing import Any
+
+from tqdm import tqdm
 
 from caap.benchmark.dataset import load_dataset
 from caap.benchmark.observability import observe
@@ -63,6 +69,9 @@ def main() -> None:
     ap.add_argument(
         "--noise", type=int, default=0, help="store about N unrelated turns per persona first"
     )
+    ap.add_argument(
+        "--sentences", action="store_true", help="store one memory per sentence of a turn"
+    )
     args = ap.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     instances = load_dataset(args.dataset)
@@ -73,8 +82,9 @@ def main() -> None:
     by_style: dict[str, dict[int, list[int]]] = {}
     noise = noise_batches(args.noise) if args.noise > 0 else []
     noisy: set[str] = set()
-    with PipelineBank(instances, interleave=args.interleave) as bank:
-        for inst in instances:
+    with PipelineBank(instances, interleave=args.interleave, sentences=args.sentences) as bank:
+        bar = tqdm(instances, desc="budget recall", unit="inst", file=sys.stderr, leave=False)
+        for inst in bar:
             user = user_id_for(inst)
             if noise and user not in noisy:
                 noisy.add(user)
@@ -99,7 +109,8 @@ def main() -> None:
         agreement = bank.topic_agreement()
     n = len(instances)
     print(
-        f"{n} instances, interleave {args.interleave}, noise {args.noise}, "
+        f"{n} instances, interleave {args.interleave}, noise {args.noise}"
+        f"{', one memory per sentence' if args.sentences else ''}, "
         f"{time.perf_counter() - started:.0f} s"
     )
     for b in budgets:
