@@ -173,6 +173,22 @@ class TimelineEdge:
     valid_at: datetime | None
     invalid_at: datetime | None = None
 
+    @classmethod
+    def between(cls, kind: EdgeKind, later: Node, earlier: Node, evidence: str) -> TimelineEdge:
+        """An edge from the ``later`` memory to the ``earlier`` one, valid from the later one's
+        world time. A replacing edge (a supersession or a propagated invalidation) also closes
+        the earlier memory's validity then; an oscillation leaves it open (the old state may
+        come back)."""
+        closes = kind in (EdgeKind.SUPERSEDES, EdgeKind.PROPAGATED_INVALIDATION)
+        return cls(
+            kind,
+            later.id,
+            earlier.id,
+            evidence,
+            valid_at=later.when,
+            invalid_at=later.when if closes else None,
+        )
+
 
 @dataclass(frozen=True)
 class TemporalReading:
@@ -290,12 +306,11 @@ def read_timeline(
         for prev_run, run in pairwise(runs):
             a, b = prev_run[-1], run[0]
             edges.append(
-                TimelineEdge(
+                TimelineEdge.between(
                     EdgeKind.TEMPORAL_OSCILLATION,
-                    b.id,
-                    a.id,
+                    b,
+                    a,
                     f"switched from phase {label_of[a.id] + 1} to phase {label_of[b.id] + 1}",
-                    valid_at=b.when,
                 )
             )
         return TemporalReading(phases, tuple(edges), oscillates=True)
@@ -304,13 +319,11 @@ def read_timeline(
     for old_run in runs[:-1]:
         for old in old_run:
             edges.append(
-                TimelineEdge(
+                TimelineEdge.between(
                     EdgeKind.SUPERSEDES,
-                    newest.id,
-                    old.id,
+                    newest,
+                    old,
                     "a later observation replaces this one",
-                    valid_at=newest.when,
-                    invalid_at=newest.when,
                 )
             )
     return TemporalReading(phases, tuple(edges), superseded=True)
@@ -458,24 +471,21 @@ def verdict_timeline(
             if v.relation == "temporal_change":
                 moving[x.id], moving[y.id] = x, y
                 edges.append(
-                    TimelineEdge(
+                    TimelineEdge.between(
                         EdgeKind.TEMPORAL_OSCILLATION,
-                        new.id,
-                        old.id,
+                        new,
+                        old,
                         v.evidence or "the behaviour changed between these",
-                        valid_at=new.when,
                     )
                 )
             elif v.relation == "supersedes":
                 superseded = True
                 edges.append(
-                    TimelineEdge(
+                    TimelineEdge.between(
                         EdgeKind.SUPERSEDES,
-                        new.id,
-                        old.id,
+                        new,
+                        old,
                         v.evidence or "a later statement replaces this one",
-                        valid_at=new.when,
-                        invalid_at=new.when,
                     )
                 )
     members = sorted(moving.values(), key=lambda n: (n.order, n.id))

@@ -476,13 +476,11 @@ def state_supersessions(
             if sim.get((change.id, old.id), 0.0) >= cfg.corroborate:
                 continue
             out.append(
-                TimelineEdge(
+                TimelineEdge.between(
                     EdgeKind.SUPERSEDES,
-                    change.id,
-                    old.id,
+                    change,
+                    old,
                     "a later report of a change replaces this state",
-                    valid_at=change.when,
-                    invalid_at=change.when,
                 )
             )
     return out
@@ -516,6 +514,16 @@ def entities(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def _own_about_self(nodes: Sequence[Node]) -> list[Node]:
+    """The user's own statements with no stated condition that are about the user, not
+    someone else: the pool every cross-aspect supersession is drawn from."""
+    return [
+        n
+        for n in nodes
+        if _self_source(n.source) and not n.context and not about_someone_else(n.text)
+    ]
+
+
 def _partners(pool: Sequence[Node], change: Node, focus: str | None) -> Sequence[Node]:
     """The nodes to pair with ``change``: all of ``pool``, or only the focus node when a
     focus is set and ``change`` is not it (incremental use: only pairs with the new memory)."""
@@ -540,11 +548,7 @@ def entity_supersessions(
     ``focus``, only pairs that include that node are returned.
     """
     skip = {s.lower() for s in subject}
-    own = [
-        n
-        for n in nodes
-        if _self_source(n.source) and not n.context and not about_someone_else(n.text)
-    ]
+    own = _own_about_self(nodes)
     ents = {n.id: entities(n.text) - skip for n in own}
     out: list[TimelineEdge] = []
     for change in own:
@@ -565,13 +569,11 @@ def entity_supersessions(
             if sim.get((change.id, old.id), 0.0) >= cfg.corroborate:
                 continue
             out.append(
-                TimelineEdge(
+                TimelineEdge.between(
                     EdgeKind.SUPERSEDES,
-                    change.id,
-                    old.id,
+                    change,
+                    old,
                     f"a later reported change about {', '.join(sorted(shared))} replaces this",
-                    valid_at=change.when,
-                    invalid_at=change.when,
                 )
             )
     return out
@@ -593,11 +595,7 @@ def exclusive_supersessions(
     makes it a reversal, and nothing is drawn for that facet. With ``focus``, only pairs
     that include that node are returned.
     """
-    own = [
-        n
-        for n in nodes
-        if _self_source(n.source) and not n.context and not about_someone_else(n.text)
-    ]
+    own = _own_about_self(nodes)
     out: list[TimelineEdge] = []
     for facet in sorted(exclusive):
         on = [n for n in own if facet in facets.get(n.id, frozenset())]
@@ -616,13 +614,11 @@ def exclusive_supersessions(
                 if sim.get((change.id, old.id), 0.0) >= cfg.corroborate:
                     continue
                 out.append(
-                    TimelineEdge(
+                    TimelineEdge.between(
                         EdgeKind.SUPERSEDES,
-                        change.id,
-                        old.id,
+                        change,
+                        old,
                         f"a later reported change of {facet.replace('_', ' ')} replaces this",
-                        valid_at=change.when,
-                        invalid_at=change.when,
                     )
                 )
     return list({(e.source_id, e.target_id): e for e in out}.values())
@@ -701,14 +697,12 @@ def propagated_invalidations(
                 continue
             shared = sorted(own & reach)
             out.append(
-                TimelineEdge(
+                TimelineEdge.between(
                     EdgeKind.PROPAGATED_INVALIDATION,
-                    change.id,
-                    old.id,
+                    change,
+                    old,
                     f"a later change ({', '.join(sorted(trig))}) affects what this memory "
                     f"says about {', '.join(shared)}",
-                    valid_at=change.when,
-                    invalid_at=change.when,
                 )
             )
     return out
@@ -786,13 +780,11 @@ def verdict_stale_edges(
             continue  # within one aspect the timeline reads supersession
         later, earlier = newer_older(new, other)
         out.append(
-            TimelineEdge(
+            TimelineEdge.between(
                 kinds[v.relation],
-                later.id,
-                earlier.id,
+                later,
+                earlier,
                 v.evidence or f"a later memory {v.relation} this one",
-                valid_at=later.when,
-                invalid_at=later.when,
             )
         )
     return out

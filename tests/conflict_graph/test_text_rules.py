@@ -129,6 +129,12 @@ def test_timeline_alternation_is_oscillation_with_reversals() -> None:
     assert reading.oscillates and not reading.superseded
     assert reading.reversals == 3
     assert {e.kind for e in reading.edges} == {EdgeKind.TEMPORAL_OSCILLATION}
+    # A switch is dated at the later phase and leaves the earlier one open: it may come back.
+    assert [(e.source_id, e.valid_at, e.invalid_at) for e in reading.edges] == [
+        ("p2", _dt(2025, 2), None),
+        ("p3", _dt(2025, 3), None),
+        ("p4", _dt(2025, 4), None),
+    ]
 
 
 def test_timeline_single_change_is_supersession() -> None:
