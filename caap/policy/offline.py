@@ -781,17 +781,23 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     r.cite([*told, *s.superseded[:3]])
     if d.action is Action.VERIFY:
-        r.say(
-            "Because the stakes are high, I wouldn't act on either note until the current state "
-            "is confirmed with whoever holds the record."
-        )
-        r.ask("Can you confirm the most recent information is still current?")
-        r.say(
-            "If it is, we go with the current state; if the earlier note still applies, we "
-            "plan around that instead."
-        )
+        _confirm_current_state(r)
         return
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
+
+
+def _confirm_current_state(r: _Draft) -> None:
+    """The high-stakes close of a replaced state: hold both notes until the current one is
+    confirmed."""
+    r.say(
+        "Because the stakes are high, I wouldn't act on either note until the current state "
+        "is confirmed with whoever holds the record."
+    )
+    r.ask("Can you confirm the most recent information is still current?")
+    r.say(
+        "If it is, we go with the current state; if the earlier note still applies, we "
+        "plan around that instead."
+    )
 
 
 def _when(a: Analysis, memory_id: str) -> float:
@@ -854,15 +860,7 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     r.cite(list(latest.members) + list(earlier.members))
     if d.action is Action.VERIFY:
-        r.say(
-            "Because the stakes are high, I wouldn't act on either note until the current state "
-            "is confirmed with whoever holds the record."
-        )
-        r.ask("Can you confirm the most recent information is still current?")
-        r.say(
-            "If it is, we go with the current state; if the earlier note still applies, we "
-            "plan around that instead."
-        )
+        _confirm_current_state(r)
         return
     r.ask("Is that still the current situation?")
 
