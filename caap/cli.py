@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caap._argtypes import non_negative, positive
 from caap.adapters.base import BackendError
 
 __all__ = ["build_parser", "main"]
@@ -400,7 +401,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--data", default=data_default)
     p.add_argument("--user", required=True)
-    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--k", type=positive, default=8)
     p.add_argument("--llm")
     p.add_argument("--json", action="store_true", help="print the response as JSON")
     p.add_argument("--server", default=os.environ.get("CAAP_SERVER"), help=server_help)
@@ -445,7 +446,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--config", help="JSON or TOML file of Agent arguments (Agent.from_config)")
     p.add_argument("--llm", help="OpenAI-compatible model for the LLM backbone")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=non_negative, default=8765)
     p.add_argument("--api-key", help="require this key (default: $CAAP_API_KEY; none: open)")
     p.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout instead")
@@ -456,21 +457,21 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sizes",
-        type=int,
+        type=positive,
         nargs="*",
         default=[1000, 10_000],
         help="end-to-end sizes, memories of one user (default: 1000 10000)",
     )
     p.add_argument(
         "--graph-sizes",
-        type=int,
+        type=positive,
         nargs="*",
         default=[1000, 10_000, 100_000],
         help="graph-layer sizes with precomputed embeddings (e.g. add 1000000)",
     )
-    p.add_argument("--queries", type=int, default=50)
-    p.add_argument("--batch", type=int, default=64, help="memories per remember_many call")
-    p.add_argument("--graph-writes", type=int, default=300)
+    p.add_argument("--queries", type=positive, default=50)
+    p.add_argument("--batch", type=positive, default=64, help="memories per remember_many call")
+    p.add_argument("--graph-writes", type=positive, default=300)
     p.add_argument("--no-mem0", action="store_true", help="skip the Mem0 infer=False peer")
     p.add_argument(
         "--relations",
@@ -486,7 +487,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
         help="also ingest each size as dated conversation turns: topic upkeep per write and "
         "recall at --budget next to plain search",
     )
-    p.add_argument("--budget", type=int, default=20, help="recall budget for --conversation")
+    p.add_argument("--budget", type=positive, default=20, help="recall budget for --conversation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default="bench-out", help="directory for bench.json/.md/.html")

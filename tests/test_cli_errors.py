@@ -119,3 +119,25 @@ def test_a_judged_run_where_every_instance_failed_exits_non_zero(
     err = capsys.readouterr().err
     assert code == 1
     assert "every one of the 2 instances failed" in err and "llm:openai:judge" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ask", QUERY, "--user", "ethan", "--k", "0"], "expected a positive integer, got 0"),
+        (["ask", QUERY, "--user", "ethan", "--k", "many"], "expected an integer, got 'many'"),
+        (["bench", "--sizes", "-5"], "expected a non-negative integer, got -5"),
+        (["bench", "--budget", "0"], "expected a positive integer, got 0"),
+        (["serve", "--port", "-1"], "expected a non-negative integer, got -1"),
+        (["relations", "train-reader", "--out", "r.npz", "--lr", "0"], "expected a positive"),
+    ],
+)
+def test_bad_numbers_stop_at_parse_time(
+    argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "d"
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--data", str(data)] if argv[0] == "ask" else argv)
+    assert exit_.value.code == 2
+    assert expected in capsys.readouterr().err
+    assert not data.exists()  # nothing was opened or created before the check

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from caap._argtypes import non_negative, positive
 from caap.benchmark.report import Report
 
 __all__ = ["add_tangle_parser", "compare_table", "run_label"]
@@ -51,23 +52,6 @@ def _guarded(func: Handler) -> Handler:
     handler.__name__ = func.__name__
     handler.__doc__ = func.__doc__
     return handler
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _budgets(text: str) -> tuple[int, ...]:
@@ -442,7 +426,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="structural|llm:MODEL|module:object",
         help="judge (default: structural, an offline proxy); module:object for your own",
     )
-    p.add_argument("--limit", type=_positive, metavar="K", help="run only the first K instances")
+    p.add_argument("--limit", type=positive, metavar="K", help="run only the first K instances")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="shuffle seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -482,7 +466,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--distractors",
-        type=_non_negative,
+        type=non_negative,
         metavar="N",
         help="oracle track: distractors shown per instance (default: all)",
     )
@@ -493,11 +477,11 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         "conflict-cluster expansion",
     )
     p.add_argument(
-        "--k", type=_positive, default=10, help="pipeline track: search results (default 10)"
+        "--k", type=positive, default=10, help="pipeline track: search results (default 10)"
     )
     p.add_argument(
         "--budget",
-        type=_positive,
+        type=positive,
         metavar="B",
         help="pipeline track: the policy sees recall(budget=B), at most B memories on the "
         "query's subject, instead of the k-expansion",
@@ -517,7 +501,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--interleave",
-        type=_non_negative,
+        type=non_negative,
         default=0,
         metavar="N",
         help="pipeline track: mix topics, N sessions of a persona per dated conversation",
@@ -594,7 +578,7 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="argument for the policy factory (VALUE parsed as JSON when it can be); repeatable",
     )
-    p.add_argument("--k", type=_positive, default=10, help="recall size (default 10)")
+    p.add_argument("--k", type=positive, default=10, help="recall size (default 10)")
     p.add_argument(
         "--relations",
         metavar="NAME",

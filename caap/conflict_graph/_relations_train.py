@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from caap._argtypes import positive, positive_float
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._pair_reader import PairReader, default_reader_path, train_pair_reader
 from caap.conflict_graph._relations_features import (
@@ -943,8 +944,8 @@ def add_relations_parser(sub: Any) -> None:
     )
     r.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     r.add_argument("--dev", help="TANGLE-format data whose labelled pairs measure it (optional)")
-    r.add_argument("--epochs", type=int, default=4)
-    r.add_argument("--lr", type=float, default=1e-3)
+    r.add_argument("--epochs", type=positive, default=4)
+    r.add_argument("--lr", type=positive_float, default=1e-3)
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(handler=_cmd_train_reader)
     sp = rsub.add_parser(

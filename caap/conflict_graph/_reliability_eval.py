@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from caap._argtypes import fraction, non_negative
 from caap.conflict_graph.reliability import AnswerSpace, LabelledCase, ReliabilityModel
 
 SCHEMA = "caap.reliability.eval/1"
@@ -467,26 +468,6 @@ def _splits(text: str) -> list[str]:
     return names
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this report."""
     parts = ["caap reliability eval"]
@@ -575,7 +556,7 @@ def add_reliability_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--target-accuracy",
-        type=_fraction,
+        type=fraction,
         metavar="A",
         help="with --selective: the lowest threshold reaching this accuracy on cal, instead "
         "of the F0.5 optimum",
@@ -586,7 +567,7 @@ def add_reliability_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=1.0, help="Dirichlet smoothing (default 1)")
     p.add_argument(
         "--bootstrap",
-        type=_count,
+        type=non_negative,
         default=0,
         metavar="N",
         help="95%% intervals from N resamples of the test personas (default: none)",
