@@ -43,6 +43,16 @@ MEM0_KEYS = (AGENT_KEY, RUN_KEY, ROLE_KEY, VERSIONS_KEY)
 
 _T = TypeVar("_T")
 
+
+def _versions(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A memory's version chain; entries that are not version records (a store written
+    before the key was reserved) are skipped."""
+    chain = metadata.get(VERSIONS_KEY)
+    if not isinstance(chain, list):
+        return []
+    return [dict(v) for v in chain if isinstance(v, Mapping)]
+
+
 #: ``Agent`` constructor arguments a config may set (``graph`` holds GraphConfig fields).
 _CONFIG_KEYS = (
     "path",
@@ -53,6 +63,7 @@ _CONFIG_KEYS = (
     "store",
     "reliability_threshold",
     "reliability_recalibrate_after",
+    "relations",
     "graph",
 )
 
@@ -189,6 +200,11 @@ def _opt_id(value: object, field: str) -> str | None:
     return value
 
 
+#: Chat roles ``add`` reads (only ``user`` turns are memories with ``infer=True``).
+_ROLES = ("user", "assistant", "system", "tool", "developer")
+_ROLE_ALIASES = {"human": "user", "ai": "assistant", "function": "tool"}
+
+
 def _messages(messages: object, infer: bool) -> list[tuple[str, str]]:
     """(role, content) pairs to store from ``add``'s first argument."""
     if isinstance(messages, str):
@@ -210,6 +226,13 @@ def _messages(messages: object, infer: bool) -> list[tuple[str, str]]:
         role, content = msg.get("role"), msg.get("content")
         if not isinstance(role, str) or not role.strip():
             raise ValueError(f"messages[{n}].role must be a non-empty string")
+        # Case and the common "human" / "ai" spellings are read; any other role is an error
+        # rather than a turn silently left out.
+        role = _ROLE_ALIASES.get(role.strip().lower(), role.strip().lower())
+        if role not in _ROLES:
+            raise ValueError(
+                f"messages[{n}].role must be one of {', '.join(_ROLES)}, got {msg['role']!r}"
+            )
         if not isinstance(content, str):
             raise TypeError(f"messages[{n}].content must be a str, got {type(content).__name__}")
         if not content.strip():
@@ -230,7 +253,8 @@ class Mem0Api:
         """Build an agent from a mapping or a JSON / TOML file of its constructor arguments.
 
         Keys: ``path``, ``backend``, ``model``, ``backend_options``, ``llm``, ``store``,
-        ``reliability_threshold``, ``reliability_recalibrate_after``, and ``graph`` (a mapping
+        ``reliability_threshold``, ``reliability_recalibrate_after``, ``relations`` (a relation
+        layer's name, e.g. ``"learned"``), and ``graph`` (a mapping
         of :class:`~caap.conflict_graph.GraphConfig` fields). A file may nest them under
         ``caap``. Unknown keys are rejected, naming the key.
         """
@@ -378,15 +402,19 @@ class Mem0Api:
                     slots.append(len(fresh))
                     fresh.append(item)
             stored = agent.remember_many(fresh, user_id)
+            # The clusters as they stand after this write: a statement that just formed a
+            # conflict says so in its record, as search and get_all would.
+            conflicts = self._conflict_index(user_id) if slots else {}
         out: list[dict[str, Any]] = []
         seen: set[int] = set()
         for slot in slots:
             if isinstance(slot, Memory):
-                out.append({**self._record(slot), "event": "NONE"})
+                out.append({**self._record(slot, conflicts=conflicts), "event": "NONE"})
             else:
                 event = "NONE" if slot in seen else "ADD"
                 seen.add(slot)
-                out.append({**self._record(stored[slot]), "event": event})
+                record = self._record(stored[slot], conflicts=conflicts)
+                out.append({**record, "event": event})
         return {"results": out}
 
     @staticmethod
@@ -548,7 +576,7 @@ class Mem0Api:
             old = graph.memory(memory_id)
             meta = {k: v for k, v in old.metadata.items() if k != VERSIONS_KEY}
             meta.update(metadata or {})
-            versions = list(old.metadata.get(VERSIONS_KEY) or [])
+            versions = _versions(old.metadata)
             versions.append(
                 {
                     "id": old.id,
@@ -560,13 +588,18 @@ class Mem0Api:
             )
             meta[VERSIONS_KEY] = versions
             # The new version is the same memory revised: it keeps its aspect and facets.
-            new = agent.remember(
-                text,
+            (new,) = agent._remember_many(
+                [
+                    {
+                        "text": text,
+                        "source": old.source,
+                        "context": old.context,
+                        "aspect": old.aspect,
+                        "metadata": meta,
+                    }
+                ],
                 user_id,
-                source=old.source,
-                context=old.context,
-                aspect=old.aspect,
-                metadata=meta,
+                versions=True,
             )
             agent.forget(old.id, user_id)
         return {**self._record(new), "event": "UPDATE", "previous_id": old.id}
@@ -581,7 +614,7 @@ class Mem0Api:
         with agent._lock:
             memories = agent.memories(user_id)
         for m in memories:
-            versions = list(m.metadata.get(VERSIONS_KEY) or [])
+            versions = _versions(m.metadata)
             ids = [v.get("id") for v in versions]
             if m.id != memory_id and memory_id not in ids:
                 continue

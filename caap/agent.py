@@ -25,7 +25,7 @@ import numpy as np
 
 from caap._blas import one_blas_thread
 from caap._embeddings import DEFAULT_MODEL, Embedder, get_embedder
-from caap._mem0_api import Mem0Api
+from caap._mem0_api import VERSIONS_KEY, Mem0Api
 from caap._timing import phase
 from caap._validation import (
     DEFAULT_MAX_TEXT_BYTES,
@@ -296,8 +296,20 @@ class Agent(Mem0Api):
         Each item is a text or a mapping with ``text`` and any facets of :meth:`remember`.
         Nothing is stored if any item is invalid.
         """
+        return self._remember_many(items, user_id, versions=False)
+
+    def _remember_many(
+        self, items: Iterable[str | Mapping[str, Any]], user_id: str, *, versions: bool
+    ) -> list[Memory]:
+        """:meth:`remember_many`; ``versions``: the metadata may carry a version chain (only
+        :meth:`update` writes one)."""
         user_id = self._check_user(user_id)
         memories = [self._build(item, user_id) for item in check_items(items)]
+        if not versions and any(VERSIONS_KEY in m.metadata for m in memories):
+            raise ValueError(
+                f"metadata key {VERSIONS_KEY!r} is reserved: it holds the version chain that "
+                "update() writes"
+            )
         if not memories:
             return []
         self._check_writable()

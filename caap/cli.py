@@ -291,7 +291,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.config:
             agent = Agent.from_config(args.config)
         else:
-            agent = Agent(args.data, llm=args.llm, store=os.environ.get("CAAP_STORE") or None)
+            agent = Agent(
+                args.data,
+                llm=args.llm,
+                store=os.environ.get("CAAP_STORE") or None,
+                relations=args.relations,
+            )
     if args.stdio:
         from caap.server import run_stdio
 
@@ -445,6 +450,11 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--data", default=data_default)
     p.add_argument("--config", help="JSON or TOML file of Agent arguments (Agent.from_config)")
     p.add_argument("--llm", help="OpenAI-compatible model for the LLM backbone")
+    p.add_argument(
+        "--relations",
+        metavar="LAYER",
+        help="relation layer that reads the memories (rules, learned, llm; default rules)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=non_negative, default=8765)
     p.add_argument("--api-key", help="require this key (default: $CAAP_API_KEY; none: open)")

@@ -211,3 +211,48 @@ def test_import_refuses_the_unrelated_caap_distribution(tmp_path: Path) -> None:
         timeout=120,
     )
     assert cli.returncode != 0 and "pip install caap-memory" in cli.stderr
+
+
+def test_add_reports_the_conflict_its_statements_just_formed(agent: Agent) -> None:
+    out = agent.add(CHAT, "ethan")["results"]
+    assert [r["conflict"]["type"] if r["conflict"] else None for r in out] == ["CPC", "CPC"]
+    again = agent.add(CHAT[1]["content"], "ethan")["results"][0]
+    assert again["event"] == "NONE" and again["conflict"]["type"] == "CPC"
+
+
+def test_roles_are_read_in_any_case_and_an_unknown_role_is_an_error(agent: Agent) -> None:
+    out = agent.add(
+        [
+            {"role": "User", "content": "I am allergic to peanuts."},
+            {"role": "human", "content": "I carry an adrenaline pen."},
+            {"role": "AI", "content": "Noted."},
+        ],
+        "carl",
+    )["results"]
+    assert [r["memory"] for r in out] == ["I am allergic to peanuts.", "I carry an adrenaline pen."]
+    with pytest.raises(ValueError, match=r"messages\[0\]\.role must be one of .*'speaker'"):
+        agent.add([{"role": "speaker", "content": "I like tea."}], "carl")
+    assert len(agent.memories("carl")) == 2
+
+
+def test_the_version_chain_key_is_written_by_update_only(agent: Agent) -> None:
+    with pytest.raises(ValueError, match="'caap_versions' is reserved"):
+        agent.remember("I like plums.", "u", metadata={"caap_versions": "zzz"})
+    with pytest.raises(ValueError, match="'caap_versions' is reserved"):
+        agent.remember_many([{"text": "I like plums.", "metadata": {"caap_versions": []}}], "u")
+    assert agent.memories("u") == []
+    # Scope keys are how a memory written with remember gets a scope.
+    m = agent.remember("I like pears.", "u", metadata={"agent_id": "coach"})
+    assert [r["id"] for r in agent.get_all("u", agent_id="coach")["results"]] == [m.id]
+    new = agent.update(m.id, "I like pears and plums.", "u")
+    assert [h["memory"] for h in agent.history(new["id"], "u")] == [
+        "I like pears.",
+        "I like pears and plums.",
+    ]
+
+
+def test_from_config_names_a_relation_layer(tmp_path: Path) -> None:
+    with Agent.from_config({"path": str(tmp_path / "a"), "relations": "rules"}) as a:
+        assert a.relations.name == "rules"
+    with pytest.raises(ValueError, match="nope"):
+        Agent.from_config({"path": str(tmp_path / "b"), "relations": "nope"})
