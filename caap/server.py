@@ -25,7 +25,8 @@ try:
     from fastapi.responses import JSONResponse
     from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
     from mcp.server.mcpserver import MCPServer
-    from pydantic import BaseModel, Field
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import BaseModel, ConfigDict, Field
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         f'caap serve needs the server extra ({exc.name or exc}): pip install "caap-memory[server]"'
@@ -219,7 +220,14 @@ class Operations:
 
 
 # -- HTTP -----------------------------------------------------------------------------------
-class RememberIn(BaseModel):
+class _Body(BaseModel):
+    """A request body: a field the endpoint does not know is an error (422 naming it), not
+    silently dropped, as the library's unknown keyword arguments are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RememberIn(_Body):
     """One memory to store."""
 
     text: str
@@ -232,7 +240,7 @@ class RememberIn(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
-class AddIn(BaseModel):
+class AddIn(_Body):
     """A text, one chat message or a list of them (Mem0's ``add``)."""
 
     messages: str | dict[str, Any] | list[str | dict[str, Any]]
@@ -246,7 +254,7 @@ class AddIn(BaseModel):
     observed_at: str | None = None
 
 
-class SearchIn(BaseModel):
+class SearchIn(_Body):
     """A search over one user's memories."""
 
     query: str
@@ -258,7 +266,7 @@ class SearchIn(BaseModel):
     threshold: float | None = None
 
 
-class QueryIn(BaseModel):
+class QueryIn(_Body):
     """A query about one user's memories."""
 
     query: str
@@ -266,7 +274,7 @@ class QueryIn(BaseModel):
     k: int = 8
 
 
-class ResolveIn(BaseModel):
+class ResolveIn(_Body):
     """The user's answer to a clarification or verification."""
 
     decision: dict[str, Any] = Field(description="The `decision` of a respond result.")
@@ -277,7 +285,7 @@ class ResolveIn(BaseModel):
     confirms: str | None = None
 
 
-class UpdateIn(BaseModel):
+class UpdateIn(_Body):
     """The new text of a memory."""
 
     text: str
@@ -285,7 +293,7 @@ class UpdateIn(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
-class ListIn(BaseModel):
+class ListIn(_Body):
     """Scope and metadata filters for a listing."""
 
     user_id: str
@@ -295,7 +303,7 @@ class ListIn(BaseModel):
     limit: int = 100
 
 
-class MemoryRefIn(BaseModel):
+class MemoryRefIn(_Body):
     """A memory of a user."""
 
     memory_id: str
@@ -529,12 +537,22 @@ def create_mcp(agent: Agent) -> MCPServer:
 
 
 def _threaded(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    """The operation as an async tool that runs in a worker thread (the loop stays free)."""
+    """The operation as an async tool that runs in a worker thread (the loop stays free).
+
+    The errors the HTTP API answers with 404 or 422 (an unknown memory, a bad argument) reach
+    the client as a tool error with the same message, which a host model can act on; anything
+    else stays a crash (logged with its traceback, withheld from the client).
+    """
     import functools
 
     @functools.wraps(fn)
     async def tool(*args: Any, **kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        except KeyError as exc:
+            raise ToolError(str(exc.args[0]) if exc.args else "not found") from exc
+        except (ValueError, TypeError) as exc:
+            raise ToolError(str(exc)) from exc
 
     return tool
 

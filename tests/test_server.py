@@ -134,6 +134,22 @@ def test_http_round_trip_with_isolation(served: tuple[str, Agent]) -> None:
     with pytest.raises(ServerError) as bad:
         c.search("x", "http-ethan", limit=0)
     assert bad.value.status == 422 and "limit" in bad.value.detail
+    # A field the endpoint does not know is refused, naming it, and nothing is stored.
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = {"text": "I like tea.", "user_id": "http-extra", "mood": "happy"}
+    req = urllib.request.Request(
+        url + "/v1/remember",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as extra:
+        urllib.request.urlopen(req, timeout=30)
+    assert extra.value.code == 422 and "mood" in extra.value.read().decode()
+    assert c.get_all("http-extra")["results"] == []
 
 
 def test_concurrent_clients_stay_isolated(served: tuple[str, Agent]) -> None:
@@ -207,6 +223,10 @@ def test_mcp_tools_over_streamable_http(served: tuple[str, Agent]) -> None:
             assert again.structured_content["decision"]["action"] == "commit"  # type: ignore[index]
             missing = await mcp.call_tool("forget", {"memory_id": "nope", "user_id": "mcp-ethan"})
             assert missing.is_error
+            # The reason reaches the client, as the HTTP API's 404 / 422 detail does.
+            assert "no memory 'nope'" in str(missing.content)
+            empty = await mcp.call_tool("remember", {"text": " ", "user_id": "mcp-ethan"})
+            assert empty.is_error and "text must be a non-empty string" in str(empty.content)
 
     asyncio.run(session())
 
