@@ -25,10 +25,14 @@ from caap.adapters.base import BackendError
 __all__ = ["build_parser", "main"]
 
 
-def _agent(data: str, llm: str | None = None, *, read: bool = False) -> Any:
+def _agent(data: str, llm: str | None = None, *, read: bool = False, existing: bool = False) -> Any:
+    """The agent on ``data``; ``existing``: the command only reads or changes what is stored,
+    so a data folder that does not exist is reported (exit 1), never created."""
     from caap import Agent
 
     store = os.environ.get("CAAP_STORE") or None
+    if existing and store is None and not Path(data).exists():
+        raise NotFound(f"no CAAP data in {data} (check --data or $CAAP_DATA)")
     # Whatever torch, transformers or a backend prints while loading is a diagnostic, not the
     # command's output: it goes to stderr, so stdout stays parseable.
     with contextlib.redirect_stdout(sys.stderr):
@@ -188,7 +192,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not resp.get("cited_memory_ids") and not client.get_all(args.user, limit=1)["results"]:
             raise _no_memories(args.user, args.server)
     else:
-        with _agent(args.data, args.llm, read=True) as agent:
+        with _agent(args.data, args.llm, read=True, existing=True) as agent:
             texts = {m.id: m.text for m in agent.memories(args.user)}
             if not texts:
                 raise _no_memories(args.user, args.data)
@@ -208,7 +212,7 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
         out = client.conflicts(args.user)
         where = args.server
     else:
-        with _agent(args.data, read=True) as agent:
+        with _agent(args.data, read=True, existing=True) as agent:
             memories = agent.memories(args.user)
             clusters = agent.conflicts(args.user)
             out = {
@@ -243,7 +247,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
                 raise NotFound(exc.detail) from None
             raise
     else:
-        with _agent(args.data) as agent:
+        with _agent(args.data, existing=True) as agent:
             if not agent.forget(args.memory_id, args.user):
                 raise NotFound(f"user {args.user!r} has no memory {args.memory_id!r}")
     print(f"forgot {args.memory_id}")
@@ -265,7 +269,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     else:
         from caap.models import Decision
 
-        with _agent(args.data) as agent:
+        with _agent(args.data, existing=True) as agent:
             if not agent.memories(args.user):
                 raise _no_memories(args.user, args.data)
             settled = (

@@ -141,3 +141,22 @@ def test_bad_numbers_stop_at_parse_time(
     assert exit_.value.code == 2
     assert expected in capsys.readouterr().err
     assert not data.exists()  # nothing was opened or created before the check
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", QUERY, "--user", "ethan"],
+        ["conflicts", "--user", "ethan"],
+        ["forget", "m1", "--user", "ethan"],
+        ["resolve", "It is the weekend.", "--query", QUERY, "--user", "ethan"],
+    ],
+)
+def test_commands_on_stored_data_do_not_create_a_data_folder(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.delenv("CAAP_STORE", raising=False)
+    data = tmp_path / "typo"
+    assert main([*argv, "--data", str(data)]) == 1
+    assert f"no CAAP data in {data}" in capsys.readouterr().err
+    assert not data.exists()
