@@ -753,8 +753,8 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     dated = f" ({_month(when)})" if when else ""
     if s.premise:
         r.say(
-            f"Your question assumes something that is out of date: {old}. That no longer "
-            f"holds; more recently{dated}: {change}."
+            f"What I had on record for this is out of date: {old}. That no longer holds; "
+            f"more recently{dated}: {change}."
         )
     else:
         r.say(f"Going by the most recent information{dated}: {change}.")
@@ -808,8 +808,8 @@ def _when(a: Analysis, memory_id: str) -> float:
 def _stale_propagated(a: Analysis, d: Decision, r: _Draft, change: str, habit: str) -> None:
     if a.stale is not None and a.stale.premise:
         r.say(
-            f"Your question assumes this still holds: {habit}. That may no longer be the case, "
-            f"because something changed since: {change}."
+            f"What I had on record for this may no longer hold: {habit}. Something changed "
+            f"since: {change}."
         )
     else:
         r.say(f"Something changed since you told me that {habit}: {change}.")

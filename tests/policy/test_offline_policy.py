@@ -274,7 +274,7 @@ def test_a_question_about_the_current_state_is_not_treated_as_a_premise(
 ) -> None:
     r = policy.respond(_dated(STALE_HISTORY), "Where do I live now?")
     assert r.decision.conflict_type is ConflictType.STALE
-    assert "assumes" not in r.text
+    assert r.text.startswith("Going by the most recent information")
     assert "Portland" in r.text.split("\n")[0]
 
 
@@ -288,7 +288,9 @@ def test_uncertain_propagated_invalidation_acts_on_the_current_state_and_verifie
     )
     assert r.decision.conflict_type is ConflictType.STALE
     assert r.decision.action is Action.VERIFY
-    assert r.text.startswith("Your question assumes")
+    # The premise is named as out of date, not blamed on the question (a plain "where do I
+    # work?" presupposes nothing).
+    assert r.text.startswith("What I had on record for this may no longer hold")
     assert "broke your leg" in r.text  # the change, in the user's words, second person
     # The old habit is put on hold, not offered as an equal branch; what would restore it is
     # asked.
