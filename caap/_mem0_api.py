@@ -464,6 +464,14 @@ class Mem0Api:
         agent = self._agent()
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"limit must be a positive int, got {limit!r}")
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not -1.0 <= threshold <= 1.0
+        ):
+            raise ValueError(
+                f"threshold must be a number in [-1, 1] (a cosine similarity), got {threshold!r}"
+            )
         agent_id = _opt_id(agent_id, "agent_id")
         run_id = _opt_id(run_id, "run_id")
         if filters is not None and not isinstance(filters, Mapping):

@@ -562,8 +562,9 @@ class Agent(Mem0Api):
             return self._graph(user_id)
 
     def close(self) -> None:
-        """Flush and release the stores."""
+        """Flush and release the stores. Any later call on this agent raises ``RuntimeError``."""
         with self._lock:
+            self._closed = True
             self.store.close()
             self.backend.close()
             if self._readonly_tmp is not None:
@@ -577,8 +578,9 @@ class Agent(Mem0Api):
         self.close()
 
     # -- internals -------------------------------------------------------------------------
-    @staticmethod
-    def _check_user(user_id: object) -> str:
+    def _check_user(self, user_id: object) -> str:
+        if getattr(self, "_closed", False):
+            raise RuntimeError("this Agent is closed; open a new one on the same path")
         return check_text(user_id, "user_id", 1024)
 
     def _build(self, item: str | Mapping[str, Any], user_id: str) -> Memory:

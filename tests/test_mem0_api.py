@@ -256,3 +256,20 @@ def test_from_config_names_a_relation_layer(tmp_path: Path) -> None:
         assert a.relations.name == "rules"
     with pytest.raises(ValueError, match="nope"):
         Agent.from_config({"path": str(tmp_path / "b"), "relations": "nope"})
+
+
+def test_a_threshold_outside_cosine_range_and_a_closed_agent_are_errors(
+    tmp_path: Path, embedder: Any
+) -> None:
+    a = Agent(tmp_path / "d", embedder=embedder)
+    a.remember("I take my coffee black.", "ana")
+    assert a.search("coffee", "ana", threshold=0.1)["results"]
+    with pytest.raises(ValueError, match=r"threshold must be a number in \[-1, 1\]"):
+        a.search("coffee", "ana", threshold=2)
+    a.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        a.remember("I like tea.", "ana")
+    with pytest.raises(RuntimeError, match="closed"):
+        a.search("coffee", "ana")
+    with Agent(tmp_path / "d", embedder=embedder) as again:  # nothing was lost
+        assert [m.text for m in again.memories("ana")] == ["I take my coffee black."]
