@@ -45,6 +45,7 @@ from caap.conflict_graph.rules import (
 )
 from caap.conflict_graph.stale import (
     DEFAULT_DEPENDENCIES,
+    EXCLUSIVE_FACETS,
     DependencyMap,
     Validity,
     entity_supersessions,
@@ -967,6 +968,20 @@ class ConflictGraph:
         nodes = nodes[-self.config.timeline_window :]
         return read_timeline(nodes, _PairSims(self, [n.id for n in nodes]), self.config)
 
+    def _same_slot(self, a: str, b: str) -> bool:
+        """Whether a later memory may replace an earlier one of its topic: not when each is
+        mostly about a different one-value part of life that the dependency map does not link
+        (a move and a new job filed under one topic: the job does not replace the address).
+        What one change does to another part of life is a propagated invalidation, not a
+        supersession."""
+        pa = self._primary.get(a, frozenset()) & EXCLUSIVE_FACETS
+        pb = self._primary.get(b, frozenset()) & EXCLUSIVE_FACETS
+        if not (pa and pb) or pa & pb:
+            return True
+        # Parts of life the map links (a new job and its shifts) are one slot.
+        deps = self.dependencies
+        return any(deps.depends(x, y) or deps.depends(y, x) for x in pa for y in pb)
+
     @staticmethod
     def _phase_key(memory: Memory) -> tuple[float, str]:
         when = memory.observed_at
@@ -1207,6 +1222,11 @@ class ConflictGraph:
                 [self._node(i) for i in recent], _PairSims(self, recent), self.config
             ):
                 wanted.setdefault((t.kind, t.source_id, t.target_id), t)
+        wanted = {
+            k: t
+            for k, t in wanted.items()
+            if t.kind is not EdgeKind.SUPERSEDES or self._same_slot(t.source_id, t.target_id)
+        }
         closed = self._close_edges(e for key, e in current.items() if key not in wanted)
         added = [
             self._new_edge(t.kind, t.source_id, t.target_id, t.evidence, t.valid_at, t.invalid_at)

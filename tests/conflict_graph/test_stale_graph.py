@@ -224,3 +224,18 @@ def test_agent_hands_its_dependency_map_to_graph_and_policy(embedder: Any, tmp_p
         unlinked = agent.respond(query, "u")
     assert linked.decision.conflict_type is ConflictType.STALE
     assert unlinked.decision.conflict_type is not ConflictType.STALE
+
+
+def test_a_new_job_does_not_replace_a_move_filed_under_the_same_topic(embedder: Any) -> None:
+    # A first memory about both home and work joins the two later changes in one topic; each
+    # change replaces its own part of it, not the other change.
+    rows = [
+        ("lyon", "I live in Lyon and work at a bakery.", _dt(2023, 5)),
+        ("mrs", "I moved to Marseille in 2025 and signed a lease there.", _dt(2025, 2)),
+        ("job", "I quit the bakery and now work as a software tester.", _dt(2025, 3)),
+    ]
+    g = _graph(embedder, rows, relations="rules")
+    assert g.memory("mrs").aspect == g.memory("job").aspect
+    assert ("job", "mrs") not in _pairs(g, EdgeKind.SUPERSEDES)
+    assert g.validity("mrs").current and g.validity("job").current
+    assert set(g.validity("lyon").superseded_by) == {"mrs", "job"}
