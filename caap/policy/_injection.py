@@ -14,14 +14,16 @@ This module finds such text, sentence by sentence, with two generic checks:
   for.
 
 Each sentence is also checked as decoded from the common text encodings an attacker might
-hide an instruction in (base64, hex, percent-encoding, HTML entities, ``\\uXXXX`` escapes), after
-Unicode normalisation (NFKC) and removal of invisible format characters (zero-width, bidi).
+hide an instruction in (base64, hex, percent-encoding, HTML entities, ``\\uXXXX`` escapes, and
+rot13 when the decoding reads as English and the text does not), after Unicode normalisation
+(NFKC) and removal of invisible format characters (zero-width, bidi).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import html
 import json
 import re
@@ -66,6 +68,11 @@ _ROLE_MARKER = re.compile(
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _HEX_RUN = re.compile(r"\b(?:[0-9a-fA-F]{2}){10,}\b")
 _ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
+_WORD = re.compile(r"[A-Za-z]+")
+#: Short English function words; a rot13 view is kept only when it has more of them than the text.
+_COMMON_WORDS = frozenset(
+    _WORD.findall("the and to of a in is it you your for that this with on not be are do all my me")
+)
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 #: At most this many characters of a text are examined (longer texts: the head and the tail).
 _MAX_CHARS = 4000
@@ -116,7 +123,22 @@ def decoded_views(text: str) -> list[str]:
             s = ""
         if s and s != base:
             views.append(normalize(s))
+    s = _rot13_view(base)
+    if s:
+        views.append(s)
     return list(dict.fromkeys(views))
+
+
+def _common_words(text: str) -> int:
+    return sum(w.lower() in _COMMON_WORDS for w in _WORD.findall(text))
+
+
+def _rot13_view(text: str) -> str | None:
+    """``text`` rot13-decoded, when the decoding reads as English and the text does not."""
+    if not _WORD.search(text):
+        return None
+    s = codecs.decode(text, "rot13")
+    return s if _common_words(s) >= 2 and _common_words(s) > 2 * _common_words(text) else None
 
 
 def sentences(text: str) -> list[str]:
