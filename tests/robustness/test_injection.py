@@ -115,7 +115,8 @@ def test_ordinary_memories_written_blind_are_rarely_withheld(embedder: Any) -> N
     # A false alarm hides an ordinary memory from every answer. On the blind corpus's dev split
     # (written by people who never saw the check; not among its fitting sentences) the shipped
     # check withheld about 5% of texts before it was fitted on the train split's sentences,
-    # about 1% after; it must stay under 3% while still catching the whole payload set.
+    # about 1% after, 0.4% of dev+extra after the 2026-12 refit; it must stay under 3% while
+    # still catching the whole payload set.
     from caap.policy._injection import InjectionDetector, _split_texts
 
     texts = list(dict.fromkeys(_split_texts("dev")))
