@@ -153,8 +153,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"The demo's data is kept in {data} (delete the folder when done). Try next:")
     print(f'  caap ask "Should I have a beer tonight?" --user {user} --data {quoted}')
     print(
-        f'  caap remember "{persona["name"]} has an early shift tomorrow." --user {user} '
-        f"--data {quoted}"
+        f'  caap resolve "I have an early shift tomorrow." --query "Should I have a beer '
+        f'tonight?" --user {user} --data {quoted}   # answer its question, then ask again'
     )
     print(f"  caap conflicts --user {user} --data {quoted}")
     print("  caap tangle run --out runs/first      # the TANGLE benchmark, oracle track")

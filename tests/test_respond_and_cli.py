@@ -59,6 +59,18 @@ def test_demo_shows_each_kind_of_action(tmp_path: Path, capsys: pytest.CaptureFi
     assert actions[2] in {"reversible_trial", "conditionalize", "clarify"}
     assert actions[3] in {"verify", "defer"}
     assert "cites:" in out
+    # The next steps it prints work as printed: answering the beer question's clarification
+    # with `caap resolve` makes the same question commit to the branch that answer picks.
+    import shlex
+
+    steps = [shlex.split(line.split("#")[0]) for line in out.splitlines() if "caap " in line]
+    ask = next(s for s in steps if s[:2] == ["caap", "ask"])
+    resolve = next(s for s in steps if s[:2] == ["caap", "resolve"])
+    assert main(resolve[1:]) == 0
+    capsys.readouterr()
+    assert main(ask[1:]) == 0
+    after = capsys.readouterr().out
+    assert "action:     commit" in after and "skip alcohol" in after
 
 
 def test_remember_ask_and_conflicts_commands(

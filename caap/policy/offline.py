@@ -443,7 +443,7 @@ def _cpc(a: Analysis, d: Decision, r: _Draft) -> None:
     # Every situation listed above is an option in the question.
     options = [conds[k] for k in labelled]
     if d.action is Action.CLARIFY:
-        r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
+        _why_ask(d, r)
     if len(options) == 1:
         r.ask(f"Is this for {options[0]}, or a different situation?")
     else:
@@ -471,8 +471,18 @@ def _cpc_unlabelled(a: Analysis, d: Decision, r: _Draft, ids: list[str]) -> None
         r.bullet(f"{_cap(_said(a, i, 25))}.")
     r.cite(shown)
     if d.action is Action.CLARIFY:
-        r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
+        _why_ask(d, r)
     _ask_what_differs(a, r, shown)
+
+
+def _why_ask(d: Decision, r: _Draft) -> None:
+    """Why a clarification asks before answering: the stakes when they are what decided it,
+    otherwise that no memory settles which side applies (a low-risk question is not called
+    costly)."""
+    if d.risk is RiskTier.LOW:
+        r.say("Nothing on record settles which of these applies, so I'd rather ask than guess.")
+    else:
+        r.say("Because getting this wrong would be costly, I'd rather ask than guess.")
 
 
 def _ask_what_differs(a: Analysis, r: _Draft, ids: list[str]) -> None:
