@@ -902,7 +902,7 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     r.say(f"From what you've told me: {_said(a, answer, 30)}.")
     if more:
         r.say("Also on record: " + "; ".join(_said(a, i, 24) for i in more) + ".")
-        r.say("These agree, so I'd go with that.")
+        r.say("None of your memories says otherwise, so I'd go with that.")
     r.cite(top)
 
 

@@ -75,7 +75,7 @@ def test_the_offline_policy_acts_on_the_situation_reading_the_graph_missed() -> 
     assert d.action is Action.CONDITIONALIZE
     assert "graph alone chose commit" in d.rationale
     r = realize_offline(a, d)  # type: ignore[arg-type]
-    assert "These agree" not in r.text
+    assert "says otherwise" not in r.text
     assert set(r.cited_memory_ids) == {"a", "b"} and r.questions
     # No memory states a condition the graph read, so the answer asks which situation this is,
     # naming both, instead of branching each memory on itself ("If it's like X: go with X").
@@ -128,7 +128,7 @@ def test_a_stale_reading_answers_from_the_later_state_and_names_it_history() -> 
     r = realize_offline(a, d)
     assert r.cited_memory_ids[0] == "new"
     assert "replace" in r.text and "Zen line" in r.text
-    assert "These agree" not in r.text
+    assert "says otherwise" not in r.text
 
 
 def test_an_agreeing_reading_never_commits_over_a_typed_source_contradiction() -> None:
