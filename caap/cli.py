@@ -395,11 +395,13 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
 
     data_default = os.environ.get("CAAP_DATA", "caap-data")
     server_help = "URL of a running `caap serve` to talk to (default: $CAAP_SERVER)"
+    data_help = f"data folder (default: $CAAP_DATA, else caap-data; now {data_default})"
+    user_help = "the user whose memories these are"
 
     p = sub.add_parser("remember", help="store one memory (a repeated statement is reported)")
     p.add_argument("text")
-    p.add_argument("--data", default=data_default)
-    p.add_argument("--user", required=True)
+    p.add_argument("--data", default=data_default, help=data_help)
+    p.add_argument("--user", required=True, help=user_help)
     p.add_argument("--source")
     p.add_argument("--context")
     p.add_argument("--observed-at")
@@ -408,24 +410,26 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser("ask", help="answer a query from a user's memories")
     p.add_argument("query")
-    p.add_argument("--data", default=data_default)
-    p.add_argument("--user", required=True)
-    p.add_argument("--k", type=positive, default=8)
-    p.add_argument("--llm")
+    p.add_argument("--data", default=data_default, help=data_help)
+    p.add_argument("--user", required=True, help=user_help)
+    p.add_argument(
+        "--k", type=positive, default=8, help="memories recalled for the answer (default 8)"
+    )
+    p.add_argument("--llm", help="OpenAI-compatible model for the LLM backbone (default: offline)")
     p.add_argument("--json", action="store_true", help="print the response as JSON")
     p.add_argument("--server", default=os.environ.get("CAAP_SERVER"), help=server_help)
     p.set_defaults(handler=cmd_ask)
 
     p = sub.add_parser("conflicts", help="list a user's conflict clusters")
-    p.add_argument("--data", default=data_default)
-    p.add_argument("--user", required=True)
+    p.add_argument("--data", default=data_default, help=data_help)
+    p.add_argument("--user", required=True, help=user_help)
     p.add_argument("--server", default=os.environ.get("CAAP_SERVER"), help=server_help)
     p.set_defaults(handler=cmd_conflicts)
 
     p = sub.add_parser("forget", help="delete one memory of a user")
     p.add_argument("memory_id")
-    p.add_argument("--data", default=data_default)
-    p.add_argument("--user", required=True)
+    p.add_argument("--data", default=data_default, help=data_help)
+    p.add_argument("--user", required=True, help=user_help)
     p.add_argument("--server", default=os.environ.get("CAAP_SERVER"), help=server_help)
     p.set_defaults(handler=cmd_forget)
 
@@ -436,8 +440,8 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
         "asked (--query, asked again) or the JSON of `caap ask --json` (--response).",
     )
     p.add_argument("answer")
-    p.add_argument("--data", default=data_default)
-    p.add_argument("--user", required=True)
+    p.add_argument("--data", default=data_default, help=data_help)
+    p.add_argument("--user", required=True, help=user_help)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", help="the query whose clarification this answers")
     what.add_argument("--response", help="a file with the output of `caap ask --json`")
@@ -451,7 +455,7 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
         description="One long-running process: HTTP JSON API (/docs), MCP at /mcp, or MCP over "
         "stdio with --stdio. Needs the server extra.",
     )
-    p.add_argument("--data", default=data_default)
+    p.add_argument("--data", default=data_default, help=data_help)
     p.add_argument("--config", help="JSON or TOML file of Agent arguments (Agent.from_config)")
     p.add_argument("--llm", help="OpenAI-compatible model for the LLM backbone")
     p.add_argument(
@@ -459,8 +463,8 @@ def build_parser(*, full: bool = True) -> argparse.ArgumentParser:
         metavar="LAYER",
         help="relation layer that reads the memories (rules, learned, llm; default rules)",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=non_negative, default=8765)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=non_negative, default=8765, help="TCP port (default 8765)")
     p.add_argument("--api-key", help="require this key (default: $CAAP_API_KEY; none: open)")
     p.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout instead")
