@@ -919,6 +919,18 @@ def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
     kind = d.conflict_type
     if kind is ConflictType.BOC:
         ids = sorted(ids, key=lambda i: _when(a, i))  # back and forth reads in time order
+    if len(ids) < 2:
+        # One note cannot be a contrast with itself: say what it leaves open instead.
+        r.say(
+            "I have only one related note, and I can't tell from it alone whether it settles this:"
+        )
+        for i in ids:
+            r.bullet(_cap(_said(a, i, 30)))
+        r.cite(ids)
+        if d.action in (Action.VERIFY, Action.DEFER):
+            r.say("Before anyone acts on this, I'd check with whoever can settle it.")
+        r.ask(f"Can you tell me {d.missing_information or 'whether it applies here'}?")
+        return
     lead = {
         ConflictType.CPC: "these may each hold in a different situation",
         ConflictType.BOC: "this seems to have gone back and forth",

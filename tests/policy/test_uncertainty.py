@@ -191,3 +191,17 @@ def test_a_reading_over_a_one_memory_view_lays_out_the_nearest_statements_in_tim
     r = realize_offline(a, d)
     assert r.cited_memory_ids == ["start", "quit", "back", "price"]  # in time order
     assert "Java" not in r.text
+
+
+def test_one_note_is_not_laid_out_as_a_contrast() -> None:
+    from caap.policy.offline import decide_offline, realize_offline
+
+    a = _analysis({"NONE": 0.2, "CPC": 0.7, "BOC": 0.1})
+    # The situation reading leans on the only note recalled.
+    del a.memories["b"]  # type: ignore[attr-defined]
+    a.relevant = ["a"]  # type: ignore[attr-defined]
+    d = decide_offline(a)  # type: ignore[arg-type]
+    assert d.action is not Action.COMMIT
+    r = realize_offline(a, d)  # type: ignore[arg-type]
+    assert "each hold in a different situation" not in r.text
+    assert "only one related note" in r.text and r.cited_memory_ids == ["a"] and r.questions
