@@ -289,6 +289,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from caap import Agent
 
+    # The port is taken before the model loads: a port in use fails at once, with one line,
+    # and the banner below names the port really served (--port 0 picks a free one).
+    sock = None if args.stdio else _listen(args.host, args.port)
     # Over stdio, stdout is the MCP channel: anything a library prints while the model loads
     # goes to stderr instead.
     with contextlib.redirect_stdout(sys.stderr if args.stdio else sys.stdout):
@@ -308,14 +311,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     from caap.server import run_server
 
+    assert sock is not None
     api_key = args.api_key or os.environ.get("CAAP_API_KEY") or None
+    port = sock.getsockname()[1]
     print(
-        f"caap serve: http://{args.host}:{args.port} (API docs /docs, MCP /mcp"
+        f"caap serve: http://{args.host}:{port} (API docs /docs, MCP /mcp"
         f"{', API key required' if api_key else ''}); Ctrl-C stops",
         file=sys.stderr,
     )
-    run_server(agent, host=args.host, port=args.port, api_key=api_key, mcp=not args.no_mcp)
+    run_server(agent, sock=sock, api_key=api_key, mcp=not args.no_mcp)
     return 0
+
+
+def _listen(host: str, port: int) -> Any:
+    """A listening socket on ``host:port`` (IPv4 or IPv6, as the host resolves)."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

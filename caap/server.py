@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -566,12 +567,19 @@ def run_server(
     api_key: str | None = None,
     mcp: bool = True,
     log_level: str = "warning",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve the HTTP API (and MCP at ``/mcp``) until interrupted; closes the agent after."""
+    """Serve the HTTP API (and MCP at ``/mcp``) until interrupted; closes the agent after.
+
+    ``sock``: an already listening socket to serve on instead of ``host:port``.
+    """
     import uvicorn
 
     app = create_app(agent, api_key=api_key, mcp=mcp, close_agent=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    if sock is None:
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        return
+    uvicorn.Server(uvicorn.Config(app, log_level=log_level)).run(sockets=[sock])
 
 
 def run_stdio(agent: Agent) -> None:

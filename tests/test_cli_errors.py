@@ -160,3 +160,17 @@ def test_commands_on_stored_data_do_not_create_a_data_folder(
     assert main([*argv, "--data", str(data)]) == 1
     assert f"no CAAP data in {data}" in capsys.readouterr().err
     assert not data.exists()
+
+
+def test_serve_on_a_port_in_use_fails_at_once_without_a_banner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(["serve", "--data", str(tmp_path / "d"), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot listen on 127.0.0.1:{port}" in err
+    assert "caap serve: http" not in err  # no "ready" line for a server that never ran
+    assert not (tmp_path / "d").exists()  # failed before the model or the store was opened
