@@ -54,8 +54,11 @@ def test_bench_reports_phases_peers_and_graph_layer(tmp_path: Path) -> None:
 
 
 def test_bench_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--sizes", "0", "--graph-sizes", "--quiet"]) == 2
-    assert "sizes must be positive" in capsys.readouterr().err
+    # Refused while parsing, before any model is loaded.
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--sizes", "0", "--graph-sizes", "--quiet"])
+    assert exit_.value.code == 2
+    assert "--sizes: expected a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_bench_compares_relation_layers_in_one_run(tmp_path: Path) -> None:
