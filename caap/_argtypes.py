@@ -27,12 +27,16 @@ def positive(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """A finite number ``> 0``."""
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    """A finite number ``> 0``."""
+    value = _number(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return value
@@ -40,10 +44,7 @@ def positive_float(text: str) -> float:
 
 def fraction(text: str) -> float:
     """A number in ``(0, 1]``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
     return value
