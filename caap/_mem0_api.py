@@ -145,8 +145,9 @@ def match_filters(record: Mapping[str, Any], filters: Mapping[str, Any] | None) 
 
     ``filters`` maps a field to a value (equality), a list (any of), or an operator mapping
     (``eq ne in nin gt gte lt lte contains``); ``AND`` / ``OR`` take lists of filters and
-    ``NOT`` one. A field is looked up in the record's ``metadata`` first, then in the record
-    (``source``, ``context``, ``aspect``, ``agent_id``, ``run_id``, ``memory`` ...).
+    ``NOT`` one filter or, as in Mem0, a list of them of which none may hold. A field is
+    looked up in the record's ``metadata`` first, then in the record (``source``,
+    ``context``, ``aspect``, ``agent_id``, ``run_id``, ``memory`` ...).
 
     Raises:
         ValueError: An unknown operator (named).
@@ -165,7 +166,9 @@ def match_filters(record: Mapping[str, Any], filters: Mapping[str, Any] | None) 
                 return False
             continue
         if key == "NOT":
-            if match_filters(record, wanted):
+            # One filter, or Mem0's list of them: none may hold.
+            negated = wanted if isinstance(wanted, (list, tuple)) else [wanted]
+            if any(match_filters(record, f) for f in negated):
                 return False
             continue
         actual = meta[key] if key in meta else record.get(key)

@@ -96,6 +96,9 @@ def test_match_filters_reads_metadata_then_fields() -> None:
     record = {"memory": "x", "source": "bank", "metadata": {"k": "v", "tags": ["a"]}}
     assert match_filters(record, {"source": "bank", "k": ["v", "w"]})
     assert match_filters(record, {"tags": {"contains": "a"}, "NOT": {"k": "w"}})
+    # Mem0's form: NOT over a list holds when none of its filters does.
+    assert match_filters(record, {"NOT": [{"k": "w"}, {"source": "shop"}]})
+    assert not match_filters(record, {"NOT": [{"k": "w"}, {"source": "bank"}]})
     assert not match_filters(record, {"missing": "*"})
     assert not match_filters(record, {"AND": [{"k": "v"}, {"source": "other"}]})
 
