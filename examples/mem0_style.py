@@ -1,6 +1,7 @@
 """Mem0-style memory calls on caap.Agent: add a chat, search with filters, update, history.
 
-Runs offline on the embedded default backend, in a throwaway folder (or ``--data DIR``):
+Runs offline on the embedded default backend, in a new temporary folder that is kept and named
+at the end, so you can look at it (or in ``--data DIR``):
 
     python examples/mem0_style.py
 """

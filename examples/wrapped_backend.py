@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from caap import Agent
+from caap.adapters.base import BackendError
 
 MEMORIES = [
     "Maya's clinic record lists ibuprofen as contraindicated for her.",
@@ -25,6 +26,17 @@ MEMORIES = [
     "Maya loves drawing horses.",
 ]
 QUERY = "Can Maya have ibuprofen for her fever tonight?"
+
+
+def run(backend: str, options: dict[str, str], data: str) -> None:
+    with Agent(data, backend=backend, backend_options=options) as agent:
+        agent.remember_many(MEMORIES, "maya")
+        hits = agent.backend.search(QUERY, "maya", k=3)
+        print(f"{backend} search, best first:")
+        for h in hits:
+            print(f"  {h.score:+.2f}  {h.memory.text}")
+        response = agent.respond(QUERY, "maya")
+        print(f"[{response.decision.action.value}] {response.text}")
 
 
 def main() -> int:
@@ -36,15 +48,11 @@ def main() -> int:
     args = parser.parse_args()
     options = dict(o.split("=", 1) for o in args.option)
     with tempfile.TemporaryDirectory() as data:
-        agent = Agent(data, backend=args.backend, backend_options=options)
-        agent.remember_many(MEMORIES, "maya")
-        hits = agent.backend.search(QUERY, "maya", k=3)
-        print(f"{args.backend} search, best first:")
-        for h in hits:
-            print(f"  {h.score:+.2f}  {h.memory.text}")
-        response = agent.respond(QUERY, "maya")
-        print(f"[{response.decision.action.value}] {response.text}")
-        agent.close()
+        try:
+            run(args.backend, options, data)
+        except (ImportError, BackendError) as exc:  # not installed, or its server is not up
+            print(f"{args.backend}: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

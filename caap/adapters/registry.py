@@ -86,9 +86,11 @@ def backend_class(name: str) -> type[MemoryBackend]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        # The adapter's own message may already carry the hint: name the missing module only.
+        missing = exc.name or str(exc).split(":")[0]
         raise ImportError(
             f"backend {name!r} needs an optional dependency that is not installed "
-            f"({exc.name or exc}); install it with: {spec.install_hint}"
+            f"({missing}); install it with: {spec.install_hint}"
         ) from exc
     cls = getattr(module, cls_name)
     if not (isinstance(cls, type) and issubclass(cls, MemoryBackend)):
