@@ -301,9 +301,18 @@ class Mem0Api:
         }
         return record
 
-    def _conflict_index(self, user_id: str) -> dict[str, Any]:
+    def _conflict_index(self, user_id: str, ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """Memory id -> its conflict cluster's summary; with ``ids``, only the clusters holding
+        those memories are read (a write names its own, not every cluster of the user)."""
+        agent = self._agent()
+        if ids is None:
+            clusters = agent.conflicts(user_id)
+        else:
+            graph = agent.graph(user_id)
+            found = (graph.cluster_of(i) for i in dict.fromkeys(ids))
+            clusters = [c for c in found if c is not None and c.has_conflict]
         out: dict[str, Any] = {}
-        for c in self._agent().conflicts(user_id):
+        for c in clusters:
             info = {
                 "aspect": c.aspect,
                 "type": c.conflict_type.value,
@@ -407,7 +416,8 @@ class Mem0Api:
             stored = agent.remember_many(fresh, user_id)
             # The clusters as they stand after this write: a statement that just formed a
             # conflict says so in its record, as search and get_all would.
-            conflicts = self._conflict_index(user_id) if slots else {}
+            ids = [slot.id if isinstance(slot, Memory) else stored[slot].id for slot in slots]
+            conflicts = self._conflict_index(user_id, ids)
         out: list[dict[str, Any]] = []
         seen: set[int] = set()
         for slot in slots:
