@@ -220,6 +220,18 @@ class Operations:
         return self.agent.update(memory_id, text, user_id, metadata=metadata)
 
 
+#: Errors a caller can fix (an unknown memory, a bad argument): answered over HTTP with 404 or
+#: 422 and over MCP as a tool error, both with the library's message. Anything else is a crash.
+_CALLER_ERRORS = (KeyError, ValueError, TypeError)
+
+
+def _caller_error_of(exc: Exception) -> tuple[int, str]:
+    """The HTTP status and the message of one of :data:`_CALLER_ERRORS`."""
+    if isinstance(exc, KeyError):
+        return 404, str(exc.args[0]) if exc.args else "not found"
+    return 422, str(exc)
+
+
 # -- HTTP -----------------------------------------------------------------------------------
 class _Body(BaseModel):
     """A request body: a field the endpoint does not know is an error (422 naming it), not
@@ -402,17 +414,12 @@ def create_app(
     )
     auth = [Depends(_auth_dependency(api_key))]
 
-    @app.exception_handler(KeyError)
-    async def _not_found(_: Request, exc: KeyError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc.args[0]) if exc.args else "not found"}, 404)
+    async def _caller_error(_: Request, exc: Exception) -> JSONResponse:
+        status, detail = _caller_error_of(exc)
+        return JSONResponse({"detail": detail}, status)
 
-    @app.exception_handler(ValueError)
-    async def _bad_value(_: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, 422)
-
-    @app.exception_handler(TypeError)
-    async def _bad_type(_: Request, exc: TypeError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, 422)
+    for error in _CALLER_ERRORS:
+        app.add_exception_handler(error, _caller_error)
 
     @app.get("/health", tags=["server"])
     def health() -> dict[str, Any]:
@@ -550,10 +557,8 @@ def _threaded(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     async def tool(*args: Any, **kwargs: Any) -> Any:
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-        except KeyError as exc:
-            raise ToolError(str(exc.args[0]) if exc.args else "not found") from exc
-        except (ValueError, TypeError) as exc:
-            raise ToolError(str(exc)) from exc
+        except _CALLER_ERRORS as exc:
+            raise ToolError(_caller_error_of(exc)[1]) from exc
 
     return tool
 
