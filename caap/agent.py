@@ -231,6 +231,7 @@ class Agent(Mem0Api):
         self.relations: RelationLayer = layer
         self._graphs: dict[str, ConflictGraph] = {}
         self._lock = threading.RLock()
+        self._closed = False
         self._llm = llm
         self.dependencies = dependencies
         self._policy: Any = None
@@ -579,7 +580,7 @@ class Agent(Mem0Api):
 
     # -- internals -------------------------------------------------------------------------
     def _check_user(self, user_id: object) -> str:
-        if getattr(self, "_closed", False):
+        if self._closed:
             raise RuntimeError("this Agent is closed; open a new one on the same path")
         return check_text(user_id, "user_id", 1024)
 
