@@ -392,6 +392,10 @@ class LearnedRelations:
         order = np.argsort(-sims, kind="stable")[:SITUATION_K]
         top = [texts[int(j)] for j in order]
         pairs = [(top[a], top[b]) for a in range(len(top)) for b in range(a + 1, len(top))]
+        if not pairs:
+            # A situation is how memories stand to each other: one memory has none. (Fitted on
+            # instances of five or more memories, the model read an oscillation into one.)
+            return None
         pair_probs, surface = self._pair_reading(pairs)
         pair_probs = nested_values_read(pair_probs, pairs)
         x = situation_features(

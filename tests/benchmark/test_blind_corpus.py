@@ -126,3 +126,38 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
     dev = personas["dev.jsonl"] | personas["dev2.jsonl"]
     assert not personas["test.jsonl"] & (train | dev)
     assert not train & dev
+
+
+def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
+    """``pairs_conditions/``: pairs with conditions and times written out, on both sides of the
+    label; its ``test/`` files are frozen by checksum (they were written before anything was
+    fitted), and no persona is in both parts or in another split."""
+    import json
+
+    from caap.conflict_graph.relations import RELATIONS
+
+    root = ROOT / "pairs_conditions"
+    assert _present("pairs_conditions/test") == {
+        name: digest
+        for digest, name in (
+            r.split("  ", 1) for r in (root / "test" / "TEST.sha256").read_text().splitlines() if r
+        )
+    }, "the frozen condition-pair test files may not be edited"
+    personas: dict[str, set[str]] = {}
+    for part in ("train", "test"):
+        rows = [
+            json.loads(line)
+            for f in sorted((root / part).glob("*.jsonl"))
+            for line in f.read_text().splitlines()
+            if line.strip()
+        ]
+        assert len(rows) >= 100
+        assert {r["relation"] for r in rows} <= set(RELATIONS)
+        assert {"agree", "context_partition", "temporal_change"} <= {r["relation"] for r in rows}
+        assert all(r["a"].strip() and r["b"].strip() for r in rows)
+        personas[part] = {r["persona"] for r in rows}
+    # One writer gave one person a group in each part; the test figures leave that group out
+    # (`docs/concepts.md`), so what is measured is of people the reader never read.
+    assert len(personas["test"] - personas["train"]) >= 0.9 * len(personas["test"])
+    for split in ("test", "train", "dev"):
+        assert not (personas["train"] | personas["test"]) & _personas(split)

@@ -39,6 +39,19 @@ def test_no_query_or_no_memory_gives_no_reading(layer: LearnedRelations) -> None
     assert layer.situation("How does Lena take her coffee?", []) is None
 
 
+def test_one_memory_has_no_situation(layer: LearnedRelations) -> None:
+    """One memory stands in no relation to another: the model (fitted on five or more
+    memories) is not asked to read a conflict into it; two memories are read."""
+    query = "Am I allergic to penicillin? My doctor wants to prescribe medication."
+    assert layer.situation(query, ["I am allergic to penicillin."]) is None
+    assert (
+        layer.situation(query, ["I am allergic to penicillin.", "I am allergic to penicillin."])
+        is None
+    )
+    both = ["I am allergic to penicillin.", "My GP's record says I have no drug allergies."]
+    assert isinstance(layer.situation(query, both), SituationVerdict)
+
+
 def test_weights_without_a_situation_model_still_load(tmp_path: Path, embedder: Any) -> None:
     with np.load(default_weights_path()) as z:
         arrays = {k: z[k] for k in z.files if not k.startswith("sit_")}
