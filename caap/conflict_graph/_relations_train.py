@@ -53,7 +53,7 @@ from caap.conflict_graph._relations_features import (
     situation_features,
     text_features,
 )
-from caap.conflict_graph.relations import RELATIONS
+from caap.conflict_graph.relations import RELATIONS, RelationLayer
 
 __all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_reader", "train_relations"]
 
@@ -903,6 +903,107 @@ def _cmd_train_speaker(args: Any) -> int:
     return 0
 
 
+#: Relations that set two memories against each other (the rest: agreement, unrelated).
+_CONFLICTS = (
+    "context_partition",
+    "temporal_change",
+    "source_contradiction",
+    "supersedes",
+    "invalidates",
+)
+
+
+def evaluate_pairs(
+    data: str | Path | Sequence[str | Path],
+    layer: RelationLayer,
+    *,
+    embedder: Embedder | None = None,
+) -> dict[str, Any]:
+    """How ``layer`` reads the labelled pairs under ``data`` (pair lines and the labelled
+    pairs of TANGLE instances; pairs a scenario or an instance only implies are left out):
+    its verdicts through :meth:`RelationLayer.relate` on the memories as the graph shows them
+    (the layer's facets, the value embedded by ``embedder``, default the packaged one), the
+    reading the graph types edges from. (``rules`` reads agreement, sources and conditions pair
+    by pair, but change and staleness only from a whole aspect's timeline: its pairs never
+    say ``temporal_change``, ``supersedes`` or ``invalidates``.)
+
+    Returns ``pairs``, ``accuracy``, ``macro_f1`` (over the relations present), ``recall``
+    (per relation: ``[read right, labelled]``) and the two confusions that decide actions:
+    ``agree_read_as_conflict`` and ``conflict_read_as_agree``, each ``[count, of]``.
+
+    Raises:
+        ValueError: no labelled pair under ``data``.
+    """
+    from sklearn.metrics import f1_score
+
+    from caap.conflict_graph.relations import MemoryView
+
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    pairs = [e for p in paths for e in load_corpus(p).pairs if not e.derived]
+    if not pairs:
+        raise ValueError(f"no labelled pairs under {', '.join(str(p) for p in paths)}")
+    # Each text as the graph shows it to a layer: its facets and its value's embedding.
+    texts = list(dict.fromkeys(t for e in pairs for t in (e.a, e.b)))
+    facets = dict(zip(texts, layer.facets(texts), strict=True))
+    encoded = (embedder or get_embedder()).encode([facets[t].value or t for t in texts])
+    vectors = dict(zip(texts, encoded, strict=True))
+
+    def view(name: str, text: str) -> MemoryView:
+        f = facets[text]
+        return MemoryView(
+            name, text, f.source, f.context, f.observed_at, facets=f, vector=vectors[text]
+        )
+
+    verdicts = layer.relate([(view(f"a{i}", e.a), view(f"b{i}", e.b)) for i, e in enumerate(pairs)])
+    gold = [e.relation for e in pairs]
+    read = [v.relation for v in verdicts]
+    present = [r for r in RELATIONS if r in gold]
+    agree = [r == "agree" for r in gold]
+    conflict = [r in _CONFLICTS for r in gold]
+    return {
+        "pairs": len(pairs),
+        "accuracy": sum(g == r for g, r in zip(gold, read, strict=True)) / len(pairs),
+        "macro_f1": float(f1_score(gold, read, labels=present, average="macro", zero_division=0)),
+        "recall": {
+            rel: [sum(g == r == rel for g, r in zip(gold, read, strict=True)), gold.count(rel)]
+            for rel in present
+        },
+        "agree_read_as_conflict": [
+            sum(a and r in _CONFLICTS for a, r in zip(agree, read, strict=True)),
+            sum(agree),
+        ],
+        "conflict_read_as_agree": [
+            sum(c and r == "agree" for c, r in zip(conflict, read, strict=True)),
+            sum(conflict),
+        ],
+    }
+
+
+def _cmd_eval(args: Any) -> int:
+    from caap.conflict_graph.relations import get_relation_layer
+
+    kwargs = {"weights": args.weights} if args.weights else {}
+    if args.weights and args.relations != "learned":
+        raise ValueError("--weights is for --relations learned")
+    report = evaluate_pairs(args.data, get_relation_layer(args.relations, **kwargs))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(
+        f"{args.relations}: {report['pairs']} labelled pairs, accuracy {report['accuracy']:.2f}, "
+        f"macro F1 {report['macro_f1']:.3f}"
+    )
+    for rel, (right, n) in report["recall"].items():
+        print(f"  {rel:<21} {right:>4}/{n:<4} read right")
+    a, na = report["agree_read_as_conflict"]
+    c, nc = report["conflict_read_as_agree"]
+    print(
+        f"  agreeing pairs read as a conflict: {a}/{na}; "
+        f"conflicting pairs read as agreeing: {c}/{nc}"
+    )
+    return 0
+
+
 def add_relations_parser(sub: Any) -> None:
     """Add ``caap relations train`` to the ``caap`` command's subparsers."""
     p = sub.add_parser("relations", help="the learned relation layer: train it on your data")
@@ -987,3 +1088,23 @@ def add_relations_parser(sub: Any) -> None:
         help="a situation whose probability the shift may move (repeatable; default SCC)",
     )
     c.set_defaults(handler=_cmd_calibrate)
+    e = rsub.add_parser(
+        "eval",
+        help="measure how a relation layer reads labelled memory pairs (per-relation recall, "
+        "macro F1, agreement read as conflict and back)",
+    )
+    e.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="labelled pairs (JSONL lines with a, b and relation) or TANGLE instances with "
+        "pairs (directory or file); repeatable",
+    )
+    e.add_argument(
+        "--relations",
+        default="learned",
+        help="the layer to measure: rules, learned or llm (default learned)",
+    )
+    e.add_argument("--weights", help="learned-layer weights (.npz; default: the shipped ones)")
+    e.add_argument("--json", action="store_true", help="print the report as JSON")
+    e.set_defaults(handler=_cmd_eval)
