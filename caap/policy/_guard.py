@@ -10,8 +10,10 @@ decision is checked against the evidence the offline analysis found before anyth
   ``commit`` stands only when the claim it commits to is stated by the user or by an
   authoritative record (another source's account of it stands beside such a claim only when
   the relation layer positively reads the two as agreeing, :attr:`Analysis.agreement`; where
-  the layer reads such agreement, two first-hand claims must read as agreeing too), and
-  nothing in the recalled cluster disputes it or could supersede it:
+  the layer reads such agreement, two first-hand claims must read as agreeing too; and no
+  reading of agreement stands between two claims whose figures differ, each stating numbers,
+  amounts or times and none in common), and nothing in the recalled cluster disputes it or
+  could supersede it:
   an active contradiction / oscillation / context edge touching it, a supersedes or
   invalidation edge pointing at it, or a conflict cluster no later confirmation settled, all
   void it. "No conflict was detected" is not evidence. Otherwise the commit becomes ``verify``
@@ -31,6 +33,7 @@ The guard is pure: it reads the analysis and the decision and returns a decision
 from __future__ import annotations
 
 from caap.conflict_graph import _text
+from caap.conflict_graph._values import values
 from caap.models import (
     Action,
     ConflictEdge,
@@ -171,7 +174,11 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
         i
         for i in claims
         if i not in first
-        and not any(analysis.agreement.get(frozenset((i, j)), 0.0) >= AGREEMENT_MIN for j in first)
+        and not any(
+            analysis.agreement.get(frozenset((i, j)), 0.0) >= AGREEMENT_MIN
+            and _same_figures(analysis, i, j)
+            for j in first
+        )
     ]
     if second_hand:
         sources = sorted({analysis.memories[i].source or "" for i in second_hand} - {""})
@@ -215,7 +222,26 @@ def _first_hand_dispute(first: list[str], analysis: Analysis) -> str | None:
                     f"memories {a} and {b}, both first-hand, are not read as stating the same "
                     f"thing ({read})"
                 )
+            if not _same_figures(analysis, a, b):
+                va, vb = _figures(analysis, a), _figures(analysis, b)
+                return (
+                    f"memories {a} and {b}, both first-hand, state different figures "
+                    f"({', '.join(sorted(va))} against {', '.join(sorted(vb))})"
+                )
     return None
+
+
+def _figures(analysis: Analysis, memory_id: str) -> frozenset[str]:
+    """The numbers, amounts and clock times a memory states, in one canonical form."""
+    return values(analysis.memories[memory_id].text)
+
+
+def _same_figures(analysis: Analysis, a: str, b: str) -> bool:
+    """Whether two claims can state the same thing by their figures: one states none, or
+    they share one. A reading of agreement is not evidence against the figures themselves
+    (12 units on a doctor's sheet, 14 on the pharmacy label), whatever layer or model read it."""
+    fa, fb = _figures(analysis, a), _figures(analysis, b)
+    return not fa or not fb or bool(fa & fb)
 
 
 #: The situation reading's probability of a source contradiction from which a commit is held

@@ -195,6 +195,42 @@ def test_two_first_hand_claims_stand_together_only_when_read_as_agreeing() -> No
     assert apply_guard(_commit_on("a", "b"), rules).action is Action.COMMIT
 
 
+def test_first_hand_claims_read_as_agreeing_must_share_their_figures() -> None:
+    """A reading of agreement is not evidence against the figures themselves: a sheet and a
+    label stating different doses hold the commit, whatever the layer (or a model) read."""
+    from caap.conflict_graph.relations import SituationVerdict
+
+    both = frozenset(("a", "b"))
+    calm = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
+
+    def doses(a: str, b: str) -> Any:
+        out = _analysis({"a": 0.1, "b": 0.1}, calm)
+        out.memories = {
+            "a": Memory(id="a", text=a, user_id="u"),
+            "b": Memory(id="b", text=b, user_id="u"),
+        }
+        out.agreement = {both: 0.95}
+        return out
+
+    sheet = "The doctor's sheet said to inject 12 units of glargine at bedtime."
+    held = apply_guard(
+        _commit_on("a", "b"), doses(sheet, "The pharmacy label reads glargine, 14 units nightly.")
+    )
+    assert held.action is Action.VERIFY and guarded(held)
+    assert "state different figures (12 against 14)" in held.rationale
+    # The same figure in another form, or no figure on one side, stands.
+    same = doses(sheet, "The pharmacy label reads glargine, twelve units nightly.")
+    assert apply_guard(_commit_on("a", "b"), same).action is Action.COMMIT
+    bare = doses(sheet, "The pharmacy label reads glargine at bedtime.")
+    assert apply_guard(_commit_on("a", "b"), bare).action is Action.COMMIT
+    # Someone else's account read as agreeing stands beside a first-hand claim only with
+    # figures it shares.
+    told = doses(sheet, "His daughter says the nurse told her 14 units at night.")
+    told.attributed = {"a": 0.1, "b": 0.9}
+    out = apply_guard(_commit_on("a", "b"), told)
+    assert out.action is Action.VERIFY and "memory b" in out.rationale
+
+
 def test_the_guard_reads_the_situation_model_before_any_calibration_shift() -> None:
     from caap.conflict_graph.relations import SituationVerdict
 
