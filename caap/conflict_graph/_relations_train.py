@@ -53,9 +53,16 @@ from caap.conflict_graph._relations_features import (
     situation_features,
     text_features,
 )
-from caap.conflict_graph.relations import RELATIONS, RelationLayer
+from caap.conflict_graph.relations import CONFLICT_RELATIONS, RELATIONS, RelationLayer
 
-__all__ = ["Corpus", "add_relations_parser", "load_corpus", "train_reader", "train_relations"]
+__all__ = [
+    "Corpus",
+    "add_relations_parser",
+    "evaluate_pairs",
+    "load_corpus",
+    "train_reader",
+    "train_relations",
+]
 
 #: The facet a core memory of an instance of each type shows (the facet model's labels).
 _FACET_OF = {
@@ -903,16 +910,6 @@ def _cmd_train_speaker(args: Any) -> int:
     return 0
 
 
-#: Relations that set two memories against each other (the rest: agreement, unrelated).
-_CONFLICTS = (
-    "context_partition",
-    "temporal_change",
-    "source_contradiction",
-    "supersedes",
-    "invalidates",
-)
-
-
 def evaluate_pairs(
     data: str | Path | Sequence[str | Path],
     layer: RelationLayer,
@@ -959,7 +956,7 @@ def evaluate_pairs(
     read = [v.relation for v in verdicts]
     present = [r for r in RELATIONS if r in gold]
     agree = [r == "agree" for r in gold]
-    conflict = [r in _CONFLICTS for r in gold]
+    conflict = [r in CONFLICT_RELATIONS for r in gold]
     return {
         "pairs": len(pairs),
         "accuracy": sum(g == r for g, r in zip(gold, read, strict=True)) / len(pairs),
@@ -969,7 +966,7 @@ def evaluate_pairs(
             for rel in present
         },
         "agree_read_as_conflict": [
-            sum(a and r in _CONFLICTS for a, r in zip(agree, read, strict=True)),
+            sum(a and r in CONFLICT_RELATIONS for a, r in zip(agree, read, strict=True)),
             sum(agree),
         ],
         "conflict_read_as_agree": [

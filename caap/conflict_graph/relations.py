@@ -46,6 +46,7 @@ from caap.conflict_graph.extractor import Extraction
 from caap.models import EdgeKind, RiskTier
 
 __all__ = [
+    "CONFLICT_RELATIONS",
     "RELATIONS",
     "SITUATIONS",
     "Facets",
@@ -81,6 +82,14 @@ RELATIONS: tuple[Relation, ...] = (
     "supersedes",
     "invalidates",
     "unrelated",
+)
+#: The relations that set two memories against each other (the rest: agreement, unrelated).
+CONFLICT_RELATIONS: tuple[Relation, ...] = (
+    "context_partition",
+    "temporal_change",
+    "source_contradiction",
+    "supersedes",
+    "invalidates",
 )
 
 #: What a relation layer can read a query's nearest memories as, taken together: nothing in

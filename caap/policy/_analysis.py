@@ -22,6 +22,7 @@ from caap.conflict_graph import _text
 from caap.conflict_graph.extractor import Extraction
 from caap.conflict_graph.graph import ConflictGraph
 from caap.conflict_graph.relations import (
+    CONFLICT_RELATIONS,
     Facets,
     MemoryView,
     RelationLayer,
@@ -588,13 +589,6 @@ def _reads_stale(situation: SituationVerdict | None) -> bool:
 
 #: Relations that say the later of two memories replaces or rules out the earlier.
 _REPLACING = ("supersedes", "invalidates", "temporal_change")
-_CONFLICTING = (
-    "context_partition",
-    "temporal_change",
-    "source_contradiction",
-    "supersedes",
-    "invalidates",
-)
 #: How many of the memories bearing on a high-stakes query are read pairwise for agreement.
 AGREEMENT_TOP = 5
 
@@ -630,7 +624,7 @@ def _agreement(
             # The model's own odds: a layer's prior shift toward agreement in the verdicts it
             # types edges from (``agree_odds``) is no evidence for a high-stakes commit.
             agree = v.probs.get("agree", 0.0) / v.agree_odds
-            conflict = sum(v.probs.get(r, 0.0) for r in _CONFLICTING)
+            conflict = sum(v.probs.get(r, 0.0) for r in CONFLICT_RELATIONS)
             known[frozenset((a, b))] = agree / (agree + conflict) if agree + conflict > 0 else 0.0
             if unrelated is not None:
                 unrelated[frozenset((a, b))] = v.probs.get("unrelated", 0.0)
