@@ -5,18 +5,14 @@ seventy-five", ``14:45`` and "quarter to three", "the tenth" and ``10 Jan``, ``5
 "five-milligram". The relation models compare the *values* two texts carry (do they share
 one? state the same ones? none in common?), so the values are read here into one form:
 
-* numbers in digits (``475``, ``475.00``, ``0,5``; with both marks the later one is the
-  decimal mark, ``1,200.50`` and ``1.200,50``; thousands grouped by points or spaces,
-  ``1.200`` and ``1 200``, are read as the whole number as well as the way they read
-  alone) and in English number words ("four hundred and seventy-five", "two and a half",
-  "a dozen", "1 and a half"), ordinals included ("tenth", ``10th``);
-* a word number followed by a tens word ("four seventy-five", "one-eighty", "thirteen
-  eighty", "twenty-three fifty", "two thousand three fifty") is also read as the spoken form
-  of a three- or four-digit value (475, 180, 1380, 2350) and of a clock time (4:75 is not
-  one, 2:45 is), since speech writes prices and times that way;
+* numbers in digits (``475``, ``475.00``, ``0,5``) and in English number words ("four hundred
+  and seventy-five", "two and a half", "a dozen"), ordinals included ("tenth", ``10th``);
+* a word number followed by a tens word ("four seventy-five", "one-eighty") is also read as
+  the spoken form of a three-digit value (475, 180) and of a clock time (4:75 is not one, 2:45
+  is), since speech writes prices and times that way;
 * clock times on a 12-hour dial (``14:45``, "2.45pm", "quarter to three", "half past six",
-  "nine o'clock", the British "half nine", "6 pm", "noon"), written ``t2:45`` so they never
-  equal a plain number; ``14.45`` with no clock mark is read both as a time and as an amount.
+  "6 pm", "noon"), written ``t2:45`` so they never equal a plain number; ``14.45`` with no
+  clock mark is read both as a time and as an amount.
 
 This is the grammar of English numerals and clock readings, not a list of any text's wording;
 units are not converted (``1.5 litres`` and ``1500 ml`` share no value). The output feeds
@@ -72,27 +68,16 @@ def _clock(h: int, m: int) -> str | None:
 
 
 def _digits(tok: str) -> float | None:
-    """``475``, ``475.00``, ``1,500`` (thousands), ``0,5`` (decimal comma); with both marks the
-    later one is the decimal mark (``1,200.50`` and ``1.200,50``)."""
-    if "," in tok and "." in tok:
-        dec = "," if tok.rfind(",") > tok.rfind(".") else "."
-        tok = tok.replace("." if dec == "," else ",", "").replace(",", ".")
-    elif "," in tok:
+    """``475``, ``475.00``, ``1,500`` (thousands), ``0,5`` (decimal comma)."""
+    if "," in tok and "." not in tok:
         head, _, tail = tok.rpartition(",")
         tok = tok.replace(",", "") if len(tail) == 3 and head else tok.replace(",", ".")
+    else:
+        tok = tok.replace(",", "")
     try:
         return float(tok)
     except ValueError:
         return None
-
-
-def _grouped(tok: str) -> float | None:
-    """The other reading of digits grouped in threes by points (``1.200`` and ``1.200.000``
-    in the continental way) or by spaces (``1 200``): the whole number, or ``None`` when the
-    token is not grouped that way."""
-    if re.fullmatch(r"[1-9]\d{0,2}(?:[. ]\d{3})+", tok) and len(set(re.findall(r"[. ]", tok))) == 1:
-        return float(re.sub(r"[. ]", "", tok))
-    return None
 
 
 def _read_words(words: list[str]) -> tuple[list[float], list[str]]:
@@ -134,16 +119,11 @@ def _read_words(words: list[str]) -> tuple[list[float], list[str]]:
     groups.append(total + current + fraction)
     out = list(groups)
     times: list[str] = []
-    # The spoken form: "four seventy-five" (475), "one-eighty" (180), "two forty-five" (2:45),
-    # "thirteen eighty" (1380), "twenty-three fifty" (2350 and 23:50), and after thousands
-    # "two thousand three fifty" (2350).
+    # The spoken form: "four seventy-five" (475), "one-eighty" (180), "two forty-five" (2:45).
     for a, b in itertools.pairwise(groups):
-        if not (10 <= b <= 99 and b == int(b) and a == int(a)):
-            continue
-        small = a % 1000 if a > 1000 else a
-        if 1 <= small <= 99:
-            out.append(a - small + small * 100 + b)
-            t = _clock(int(a), int(b)) if a <= 24 and b < 60 else None
+        if 1 <= a <= 12 and a == int(a) and 10 <= b <= 99 and b == int(b):
+            out.append(a * 100 + b)
+            t = _clock(int(a), int(b)) if b < 60 else None
             if t:
                 times.append(t)
     return out, times
@@ -206,10 +186,6 @@ def values(text: str) -> frozenset[str]:
         elif kind == "num":
             if (d := _digits(m.group("num"))) is not None:
                 out.add(_fmt(d))
-                if _HALF.match(low, m.end()):  # "1 and a half"
-                    out.add(_fmt(d + 0.5))
-            if (g := _grouped(m.group("num"))) is not None:
-                out.add(_fmt(g))
         elif kind == "word":
             w = m.group("word")
             if w in _NUMBER_WORDS or (run and w in ("and", "a", "half")):
@@ -224,33 +200,4 @@ def values(text: str) -> frozenset[str]:
                 out.add(t)
             prev = w
     flush()
-    # Digits grouped by spaces ("1 200 zł") are read both ways: as one number and as the
-    # numbers the tokens above gave ("2 500 mg tablets").
-    for m in _SPACED.finditer(low):
-        if (g := _grouped(m.group(0))) is not None:
-            out.add(_fmt(g))
-    # "nine o'clock", "9 o'clock"; the British "half nine" (9:30).
-    for m in _OCLOCK.finditer(low):
-        h = _hour(m.group(1))
-        if h is not None and (t := _clock(h, 0)) is not None:
-            out.add(t)
-    for m in _HALF_HOUR.finditer(low):
-        h = _hour(m.group(1))
-        if h is not None and (t := _clock(h, 30)) is not None:
-            out.add(t)
     return frozenset(out)
-
-
-_HALF = re.compile(r"\s+and\s+a\s+half\b")
-_SPACED = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?: \d{3})+(?![\d.,]\d)")
-_HOUR_WORD = r"(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_OCLOCK = re.compile(rf"\b{_HOUR_WORD}\s+o['\u2019]?\s?clock\b")
-_HALF_HOUR = re.compile(
-    rf"(?<!a )\bhalf\s+{_HOUR_WORD}\b(?!\s*(?:mg|ml|g|%|tablet|pill|cup|of|an?\b))"
-)
-
-
-def _hour(word: str) -> int | None:
-    """An hour on the dial, 1 to 12, in digits or in words."""
-    h = int(word) if word.isdigit() else CARDINALS.get(word)
-    return h if h is not None and 1 <= h <= 12 else None
