@@ -53,6 +53,7 @@ from caap.conflict_graph.store import (
 from caap.models import (
     FACETS,
     RESOLVES_KEY,
+    Action,
     ConflictCluster,
     ConflictType,
     Decision,
@@ -492,7 +493,8 @@ class Agent(Mem0Api):
 
         The memory carries its ``source``, joins the aspect of the evidence the decision
         cited, and is marked as settling that cluster, so the next :meth:`respond` about it can
-        commit. Nothing earlier is overwritten.
+        commit. Nothing earlier is overwritten. The answer to a ``clarify`` that found nothing
+        on record (no conflict) is stored as a memory of its own, settling nothing.
 
         When the decision was about sources that disagree, the answer is also a labelled
         outcome: each source whose claim matches the confirmed one was right, the others
@@ -506,7 +508,21 @@ class Agent(Mem0Api):
             raise TypeError("settled must be a Response or a Decision")
         if not isinstance(answer, str) or not answer.strip():
             raise ValueError("answer must be a non-empty string")
+        if decision.action is Action.COMMIT:
+            raise ValueError(
+                "the decision committed, so nothing was left unresolved; store new "
+                "information with remember()"
+            )
         user_id = self._check_user(user_id)
+        if decision.action is Action.CLARIFY and decision.conflict_type in (
+            None,
+            ConflictType.NONE,
+        ):
+            # Nothing on record answered the query: the answer is new information, not the
+            # settlement of memories it was never about.
+            return self.remember(
+                answer, user_id, source=source, observed_at=observed_at or utcnow()
+            )
         with self._lock:
             graph = self._graph(user_id)
             aspects = [

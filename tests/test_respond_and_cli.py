@@ -37,6 +37,41 @@ def test_resolve_rejects_a_decision_about_someone_else(tmp_path: Path, embedder:
         agent.resolve(r, "The clinic confirmed the record is current.", "ethan")
 
 
+def test_resolve_refuses_a_commit_and_files_the_answer_to_nothing_on_record_on_its_own(
+    tmp_path: Path, embedder: Any
+) -> None:
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.remember("I like tea", "bob")
+    agent.remember("I take the 8:15 train to work on weekdays.", "bob")
+    committed = agent.respond("Which train do I take?", "bob")
+    assert committed.decision.action is Action.COMMIT
+    with pytest.raises(ValueError, match="nothing was left unresolved"):
+        agent.resolve(committed, "yes", "bob")
+    # Nothing on record about the car: the answer is new information, settling nothing (it
+    # was filed as settling the tea memory's aspect, and later answers called it settled).
+    asked = agent.respond("What colour is my car?", "bob")
+    assert asked.decision.action is Action.CLARIFY
+    answer = agent.resolve(asked, "My car is dark green.", "bob")
+    assert "caap_resolves" not in answer.metadata
+    later = agent.respond("What do I drink?", "bob")
+    assert "settled" not in later.text
+
+
+def test_a_stored_question_is_not_an_answer(tmp_path: Path, embedder: Any) -> None:
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.add(
+        [
+            {"role": "user", "content": "Is it true that I'm allergic to peanuts?"},
+            {"role": "assistant", "content": "I don't know."},
+            {"role": "user", "content": "I take the 8:15 train to work on weekdays."},
+        ],
+        user_id="lena",
+    )
+    r = agent.respond("Am I allergic to peanuts?", "lena")
+    assert r.decision.action is Action.CLARIFY
+    assert "allergic" not in r.text.split("\n")[0]
+
+
 def test_demo_shows_each_kind_of_action(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "demo"
     assert main(["demo", "--data", str(data)]) == 0

@@ -192,7 +192,11 @@ def _decide_graph(a: Analysis) -> Decision:
             f"a later confirmation ({a.resolution.source or 'the user'}) settles the conflict",
         )
     if ctype is ConflictType.NONE:
-        support = max((a.relevance.get(i, 0.0) for i in a.relevant), default=0.0)
+        # Only a memory that states something can answer: a stored question or request ("Is
+        # it true that I'm allergic to peanuts?") bears on the query without saying anything.
+        support = max(
+            (a.relevance.get(i, 0.0) for i in a.relevant if stated_part(a.text(i))), default=0.0
+        )
         if support < _MIN_SUPPORT:
             # Committing on memories that do not bear on the query would be confidence the
             # evidence does not give: ask instead.
