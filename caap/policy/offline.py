@@ -192,12 +192,10 @@ def _decide_graph(a: Analysis) -> Decision:
             f"a later confirmation ({a.resolution.source or 'the user'}) settles the conflict",
         )
     if ctype is ConflictType.NONE:
-        # Only a memory that states something can answer: a stored question or request ("Is
-        # it true that I'm allergic to peanuts?") bears on the query without saying anything.
-        support = max(
-            (a.relevance.get(i, 0.0) for i in a.relevant if stated_part(a.text(i))), default=0.0
-        )
-        if support < _MIN_SUPPORT:
+        support = max((a.relevance.get(i, 0.0) for i in a.relevant), default=0.0)
+        # A stored question or request ("Is it true that I'm allergic to peanuts?") bears on
+        # the query without saying anything: with nothing else relevant, there is no answer.
+        if support < _MIN_SUPPORT or not any(stated_part(a.text(i)) for i in a.relevant):
             # Committing on memories that do not bear on the query would be confidence the
             # evidence does not give: ask instead.
             return make(
