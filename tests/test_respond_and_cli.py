@@ -29,6 +29,22 @@ def test_respond_then_resolve_settles_the_cluster(tmp_path: Path, embedder: Any)
     assert "early shift" in second.text
 
 
+def test_a_query_that_names_its_situation_is_not_settled_by_an_earlier_answer(
+    tmp_path: Path, embedder: Any
+) -> None:
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.remember_many(DRINKING + UNRELATED, "ethan")
+    first = agent.respond("Should I have a few drinks tonight?", "ethan")
+    answer = agent.resolve(first, "Tomorrow I have an early shift at the lab.", "ethan")
+    # That answer settled tonight; a night the user describes otherwise is another occasion.
+    other = agent.respond(
+        "It's Friday night and I have nothing scheduled the next day. A couple of beers?", "ethan"
+    )
+    assert other.decision.action is Action.COMMIT
+    assert answer.id not in other.cited_memory_ids
+    assert "couple of beers" in other.text and "settled" not in other.text
+
+
 def test_resolve_rejects_a_decision_about_someone_else(tmp_path: Path, embedder: Any) -> None:
     agent = Agent(tmp_path / "d", embedder=embedder)
     agent.remember_many(MEDICATION, "maya")

@@ -414,7 +414,10 @@ def analyze(
             )
             relevant = sorted(ids, key=lambda i: -sims[i])
     resolution = None
-    if cluster is not None:
+    settled_side = _settled_side(cluster, query, set(view.subject)) if cluster else None
+    if cluster is not None and settled_side is None:
+        # An answer to "which situation is this for?" settled that occasion; a query that
+        # names its own situation is another occasion, and its words decide.
         for i in cluster.memory_ids:
             newer = resolution is None or filled[i].created_at > resolution.created_at
             if filled[i].metadata.get(RESOLVES_KEY) and newer:
@@ -451,7 +454,7 @@ def analyze(
         risk_confidence=verdict.confidence,
         guard_risk=guard_risk,
         timeline=timeline,
-        settled_side=_settled_side(cluster, query, set(view.subject)) if cluster else None,
+        settled_side=settled_side,
         resolution=resolution,
         subject=set(view.user_names),
         source_view=source_view(cluster, filled, reliability),
