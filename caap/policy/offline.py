@@ -100,6 +100,30 @@ def _by_track_record(a: Analysis, make: Callable[..., Decision], missing: str) -
 def decide_offline(a: Analysis) -> Decision:
     """Choose an action from the analysis (see module doc).
 
+    A plain commit (no conflict) needs a relevant memory that states something: a stored
+    question or request ("Is it true that I'm allergic to peanuts?") bears on the query
+    without answering it, so with nothing else the action is ``clarify``.
+    """
+    d = _decide_offline(a)
+    if (
+        d.action is Action.COMMIT
+        and d.conflict_type is ConflictType.NONE
+        and a.resolution is None
+        and not any(stated_part(a.text(i)) for i in a.relevant)
+    ):
+        return d.model_copy(
+            update={
+                "action": Action.CLARIFY,
+                "missing_information": "what the user's situation or preference is on this",
+                "rationale": "no relevant memory states anything: the nearest ones only ask",
+            }
+        )
+    return d
+
+
+def _decide_offline(a: Analysis) -> Decision:
+    """The action before the stated-memory check of :func:`decide_offline`.
+
     The graph's reading gives a first choice. When the relation layer also read the situation
     as a whole (:attr:`Analysis.situation`), the action is the one that fits best in
     expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
@@ -193,9 +217,7 @@ def _decide_graph(a: Analysis) -> Decision:
         )
     if ctype is ConflictType.NONE:
         support = max((a.relevance.get(i, 0.0) for i in a.relevant), default=0.0)
-        # A stored question or request ("Is it true that I'm allergic to peanuts?") bears on
-        # the query without saying anything: with nothing else relevant, there is no answer.
-        if support < _MIN_SUPPORT or not any(stated_part(a.text(i)) for i in a.relevant):
+        if support < _MIN_SUPPORT:
             # Committing on memories that do not bear on the query would be confidence the
             # evidence does not give: ask instead.
             return make(
