@@ -665,7 +665,10 @@ def find_source(text: str, subject: set[str] | None = None) -> str | None:
             if src and src.lower() not in ("he", "she", "they", "i", "it", "this", "that"):
                 candidates.append((m.start(1), src))
     if candidates:
-        return min(candidates)[1]
+        # The first source named; of two readings that start there, the longer noun phrase
+        # ("Priya's GP record says" is the record, not a person "Priya's GP" with an
+        # appositive "record").
+        return min(candidates, key=lambda c: (c[0], -len(c[1])))[1]
     m = _SOURCE_NAMED.search(text)
     if m:
         name = m.group(1)

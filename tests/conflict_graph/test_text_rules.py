@@ -42,6 +42,9 @@ def test_find_source_names_records_people_and_attribution() -> None:
         "Maya's clinic record"
     )
     assert _text.find_source("Maya's father says the pediatrician approved it.") == "Maya's father"
+    # Two readings start at the name: the longer one, a record, not "Maya's GP" with an
+    # appositive "record".
+    assert _text.find_source("Maya's GP record says she is allergic.") == "Maya's GP record"
     assert _text.find_source("According to the school nurse, Lily has no allergies.") == (
         "the school nurse"
     )
