@@ -515,7 +515,7 @@ class Agent(Mem0Api):
             # (A commit over a conflict can still be corrected: the answer is an outcome.)
             raise ValueError(
                 "the decision committed on memories that agree, so nothing was left "
-                "unresolved; store new information with remember()"
+                "unresolved; store new information with remember() (`caap remember`)"
             )
         user_id = self._check_user(user_id)
         if decision.action is Action.CLARIFY and decision.conflict_type in (
