@@ -27,6 +27,10 @@ def test_respond_then_resolve_settles_the_cluster(tmp_path: Path, embedder: Any)
     assert second.decision.action is Action.COMMIT
     assert answer.id in second.cited_memory_ids
     assert "early shift" in second.text
+    # Read back to the user in the second person: the first-person answer does not make the
+    # third-person notes about Ethan read as someone else's.
+    assert "you told me: tomorrow you have an early shift" in second.text.lower()
+    assert "Ethan" not in second.text
 
 
 def test_a_query_that_names_its_situation_is_not_settled_by_an_earlier_answer(

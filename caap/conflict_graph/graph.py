@@ -65,6 +65,7 @@ from caap.conflict_graph.stale import (
 from caap.conflict_graph.stale_llm import InvalidationClassifier
 from caap.conflict_graph.topics import TopicConfig, TopicModel, TopicMove
 from caap.models import (
+    RESOLVES_KEY,
     ConflictCluster,
     ConflictEdge,
     ConflictType,
@@ -365,7 +366,7 @@ class ConflictGraph:
                 )
             if m.id in self._mem:
                 raise ValueError(f"memory id {m.id!r} is already in the graph")
-        self._count_names(m.text for m in memories)
+        self._count_names(memories)
         if extractions is None:
             with phase("extract"):
                 extractions = self._read_facets([m.text for m in memories])
@@ -408,7 +409,7 @@ class ConflictGraph:
         ``segment`` the conversation segment it was placed in (its aspect is the topic).
         """
         self._inferred[memory.id] = tuple(inferred)
-        self._count_names([memory.text])
+        self._count_names([memory])
         self._ext[memory.id] = extraction or self._read_facets([memory.text])[0]
         self._insert(memory, vector)
         if segment is not None and memory.aspect:
@@ -568,11 +569,15 @@ class ConflictGraph:
         return self.cluster(m.aspect) if m is not None and m.aspect else None
 
     # -- internals -------------------------------------------------------------------------
-    def _count_names(self, texts: Iterable[str]) -> None:
-        for t in texts:
-            self._name_df.update(_text.name_tokens(t))
+    def _count_names(self, memories: Iterable[Memory]) -> None:
+        for m in memories:
+            if m.metadata.get(RESOLVES_KEY):
+                # An answer to the assistant's question is in the first person whoever the
+                # memories are about: it says nothing of how the user's own notes read.
+                continue
+            self._name_df.update(_text.name_tokens(m.text))
             self._n_texts += 1
-            self._n_spoken += _text.spoken_by_user(t)
+            self._n_spoken += _text.spoken_by_user(m.text)
         self._subject = _text.subject_from_counts(self._name_df, self._n_texts)
 
     def _insert(self, memory: Memory, vector: Vector) -> None:

@@ -22,6 +22,9 @@ from caap.policy._uncertainty import choose_under_uncertainty
 
 __all__ = ["decide_offline", "realize_offline"]
 
+#: Sources that are the user answering for themselves (``Agent.resolve``'s default).
+_USER_SOURCES = frozenset({"the user", "user", "self-report", "self report", "self", "you"})
+
 _ACTION_REQUEST = re.compile(
     r"^\s*(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:tell|let|text|email|send|book|"
     r"sign|order|give|authori[sz]e|approve|confirm|submit|schedule|pay|transfer|call|"
@@ -901,8 +904,12 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
 
 def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     if a.resolution is not None:
-        said = a.resolution.source or "you"
-        r.say(f"This was settled ({said}): {short(a.resolution.text, 40)}.")
+        src = a.resolution.source
+        if src is None or _text.normalize_source(src) in _USER_SOURCES:
+            # The user's own answer, read back to them: "you have an early shift tomorrow".
+            r.say(f"You told me: {second_person(short(a.resolution.text, 40), a.subject)}.")
+        else:
+            r.say(f"This was settled ({src}): {short(a.resolution.text, 40)}.")
         r.cite([a.resolution.id])
         words = set(_text.content_words(a.resolution.text))
         others = [i for i in a.relevant if i != a.resolution.id]
