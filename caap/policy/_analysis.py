@@ -45,7 +45,7 @@ from caap.models import (
 )
 from caap.policy._reliability import SourceView, source_view
 
-__all__ = ["Analysis", "StaleView", "analyze", "max_risk"]
+__all__ = ["SELF_SOURCES", "Analysis", "StaleView", "analyze", "max_risk"]
 
 
 @dataclass
@@ -151,7 +151,11 @@ _PREMISE_MIN = 0.3
 #: ...by at least this much more than to the change.
 _PREMISE_MARGIN = 0.1
 
-_SELF = {"self-report", "self report", "user", "self", "your own account"}
+#: Sources that are the user speaking for themselves (compared after
+#: :func:`caap.conflict_graph._text.normalize_source`, or as written, lower-cased).
+SELF_SOURCES = frozenset(
+    {"self-report", "self report", "user", "self", "your own account", "the user", "you"}
+)
 
 
 @dataclass
@@ -397,7 +401,7 @@ def analyze(
         by_source: dict[str, list[str]] = {}
         for i in near:
             src = filled[i].source
-            if src and _text.normalize_source(src) not in _SELF:
+            if src and _text.normalize_source(src) not in SELF_SOURCES:
                 by_source.setdefault(src, []).append(i)
         if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read, unrelated):
             ids = [i for v in by_source.values() for i in v]

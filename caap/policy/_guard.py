@@ -44,7 +44,14 @@ from caap.models import (
     Response,
     RiskTier,
 )
-from caap.policy._analysis import AGREEMENT_SHARE, Analysis, max_risk, second_person, short
+from caap.policy._analysis import (
+    AGREEMENT_SHARE,
+    SELF_SOURCES,
+    Analysis,
+    max_risk,
+    second_person,
+    short,
+)
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
 
@@ -72,11 +79,6 @@ AGREEMENT_MIN = AGREEMENT_SHARE
 #: a high-stakes commit has no positive evidence.
 SITUATION_MIN = 0.5
 
-#: Sources that are the user speaking for themselves.
-_SELF_SOURCES = frozenset(
-    {"self-report", "self report", "user", "self", "your own account", "the user", "you"}
-)
-
 
 def guarded(decision: Decision) -> bool:
     """True when the guard overrode ``decision``'s action."""
@@ -95,9 +97,7 @@ def _first_hand(memory: Memory, attributed: float | None) -> bool:
         return attributed is not None and attributed < 0.5
     norm = _text.normalize_source(src)
     return (
-        norm in _SELF_SOURCES
-        or src.strip().lower() in _SELF_SOURCES
-        or (_text.is_record_source(src))
+        norm in SELF_SOURCES or src.strip().lower() in SELF_SOURCES or (_text.is_record_source(src))
     )
 
 
