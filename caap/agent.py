@@ -508,20 +508,15 @@ class Agent(Mem0Api):
             raise TypeError("settled must be a Response or a Decision")
         if not isinstance(answer, str) or not answer.strip():
             raise ValueError("answer must be a non-empty string")
-        if decision.action is Action.COMMIT and decision.conflict_type in (
-            None,
-            ConflictType.NONE,
-        ):
+        no_conflict = decision.conflict_type in (None, ConflictType.NONE)
+        if decision.action is Action.COMMIT and no_conflict:
             # (A commit over a conflict can still be corrected: the answer is an outcome.)
             raise ValueError(
                 "the decision committed on memories that agree, so nothing was left "
                 "unresolved; store new information with remember() (`caap remember`)"
             )
         user_id = self._check_user(user_id)
-        if decision.action is Action.CLARIFY and decision.conflict_type in (
-            None,
-            ConflictType.NONE,
-        ):
+        if decision.action is Action.CLARIFY and no_conflict:
             # Nothing on record answered the query: the answer is new information, not the
             # settlement of memories it was never about.
             return self.remember(

@@ -97,7 +97,7 @@ def _first_hand(memory: Memory, attributed: float | None) -> bool:
         return attributed is not None and attributed < 0.5
     norm = _text.normalize_source(src)
     return (
-        norm in SELF_SOURCES or src.strip().lower() in SELF_SOURCES or (_text.is_record_source(src))
+        norm in SELF_SOURCES or src.strip().lower() in SELF_SOURCES or _text.is_record_source(src)
     )
 
 
