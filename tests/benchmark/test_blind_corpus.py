@@ -161,3 +161,38 @@ def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen(
     assert len(personas["test"] - personas["train"]) >= 0.9 * len(personas["test"])
     for split in ("test", "train", "dev"):
         assert not (personas["train"] | personas["test"]) & _personas(split)
+
+
+def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
+    """``pairs_changes/``: one life change against many earlier memories of the person, those it
+    rules out and tempting ones it does not touch; ``test/`` frozen by checksum before anything
+    was fitted, and no persona in both parts or in another split."""
+    import json
+
+    root = ROOT / "pairs_changes"
+    assert _present("pairs_changes/test") == {
+        name: digest
+        for digest, name in (
+            r.split("  ", 1) for r in (root / "test" / "TEST.sha256").read_text().splitlines() if r
+        )
+    }, "the frozen change-pair test files may not be edited"
+    personas: dict[str, set[str]] = {}
+    for part in ("train", "test"):
+        rows = [
+            json.loads(line)
+            for f in sorted((root / part).glob("*.jsonl"))
+            for line in f.read_text().splitlines()
+            if line.strip()
+        ]
+        assert len(rows) >= 100
+        assert {r["relation"] for r in rows} == {"agree", "supersedes", "invalidates", "unrelated"}
+        assert {r["style"] for r in rows} == set(STYLES)
+        # One change per group: every line of a group has the same anchor.
+        anchors: dict[str, set[str]] = {}
+        for r in rows:
+            anchors.setdefault(r["group"], set()).add(r["a"])
+        assert all(len(a) == 1 for a in anchors.values())
+        personas[part] = {r["persona"] for r in rows}
+    assert not personas["train"] & personas["test"]
+    for split in ("test", "train", "dev"):
+        assert not (personas["train"] | personas["test"]) & _personas(split)
