@@ -411,3 +411,29 @@ def test_agreement_weight_shifts_the_edge_verdicts_odds_only_for_agreement(
         ratio = base["source_contradiction"] / base["temporal_change"]
         moved_ratio = moved["source_contradiction"] / moved["temporal_change"]
         assert moved_ratio == pytest.approx(ratio, rel=1e-3)
+
+
+def test_learned_layer_reads_which_memories_a_life_change_touches(embedder: object) -> None:
+    """On the frozen blind change pairs (``pairs_changes/test``: a life change against earlier
+    memories it rules out or replaces, and tempting ones it does not touch), the shipped layer
+    ranks the first above the second: P(supersedes) + P(invalidates), the later memory the
+    change. Weights that read a change as touching anything of the person (0.65, the layer
+    before these pairs were written) fail."""
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind/pairs_changes/test"
+    rows = [
+        json.loads(line)
+        for f in sorted(root.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+    layer = get_relation_layer("learned", embedder=embedder)
+    verdicts = layer.relate(
+        [(MemoryView("a", r["a"], order=2.0), MemoryView("b", r["b"], order=1.0)) for r in rows]
+    )
+    score = np.array([v.probs["supersedes"] + v.probs["invalidates"] for v in verdicts])
+    changed = np.array([r["relation"] in ("supersedes", "invalidates") for r in rows])
+    pos, neg = score[changed], score[~changed]
+    auc = float(np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :]))
+    assert auc >= 0.72, auc
