@@ -398,9 +398,13 @@ def analyze(
     if (cluster is None or not cluster.has_conflict) and risk is RiskTier.HIGH:
         # High stakes and several parties speaking on the topic: treat their accounts as a
         # source conflict even if the graph did not link them (it may have split the topic).
+        # A party speaks on the topic when its memory is as close to the query as a topic
+        # must be to be answered from at all; in a small store the nearest few are anything.
         by_source: dict[str, list[str]] = {}
         for i in near:
             src = filled[i].source
+            if sims[i] < min_relevance:
+                continue
             if src and _text.normalize_source(src) not in SELF_SOURCES:
                 by_source.setdefault(src, []).append(i)
         if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read, unrelated):

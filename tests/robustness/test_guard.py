@@ -405,6 +405,29 @@ def test_several_parties_are_a_source_conflict_unless_read_as_agreeing(embedder:
     assert rules.cluster is not None and rules.cluster.conflict_type is ConflictType.SCC
 
 
+def test_parties_off_the_topic_are_not_made_a_source_conflict(embedder: Any) -> None:
+    """Two parties disagreeing about bin day are not the answer to a medication question,
+    however few memories the store holds (all of them are among the nearest few). A party
+    counts when its memory is as close to the query as an answerable topic must be
+    (``min_relevance``); one just above that, on another subject, still would."""
+    from caap.policy._analysis import analyze
+
+    bins = [
+        ("the landlord", "The landlord says the bins go out on Tuesday nights."),
+        ("the council website", "The council website says bin collection is on Wednesdays."),
+    ]
+    mems = [Memory(id=f"r{i}", text=t, source=s, user_id="u") for i, (s, t) in enumerate(bins)]
+    mems += [Memory(id=f"p{i}", text=t, source=s, user_id="u") for i, (s, t) in enumerate(PARTIES)]
+    query = "How much amlodipine should she take, and when?"
+    for relations in ("rules", "learned"):
+        a = analyze(mems, query, embedder, relations=relations)
+        assert a.risk is RiskTier.HIGH
+        assert a.cluster is None or not {"r0", "r1"} & set(a.cluster.memory_ids), relations
+    # Alone in the store, the bin-day parties are still not what the question asks about.
+    a = analyze(mems[:2], query, embedder, relations="rules")
+    assert a.cluster is None or a.cluster.conflict_type is not ConflictType.SCC
+
+
 LAUNDRY = [
     "Sofia has had the Sunday 8-11 laundry slot since her first term.",
     "She does her washing on Sunday mornings, 8 to 11, after her asthma check-up at the clinic.",
