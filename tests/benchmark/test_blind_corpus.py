@@ -128,29 +128,37 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
     assert not train & dev
 
 
-def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
-    """``pairs_conditions/``: pairs with conditions and times written out, on both sides of the
-    label; its ``test/`` files are frozen by checksum (they were written before anything was
-    fitted), and no persona is in both parts or in another split."""
+def _pair_parts(name: str) -> dict[str, list[dict[str, str]]]:
+    """A labelled-pair set's ``train/`` and ``test/`` lines, after checking that its ``test/``
+    files are the ones ``test/TEST.sha256`` froze."""
     import json
 
-    from caap.conflict_graph.relations import RELATIONS
-
-    root = ROOT / "pairs_conditions"
-    assert _present("pairs_conditions/test") == {
-        name: digest
-        for digest, name in (
+    root = ROOT / name
+    assert _present(f"{name}/test") == {
+        file: digest
+        for digest, file in (
             r.split("  ", 1) for r in (root / "test" / "TEST.sha256").read_text().splitlines() if r
         )
-    }, "the frozen condition-pair test files may not be edited"
-    personas: dict[str, set[str]] = {}
-    for part in ("train", "test"):
-        rows = [
+    }, f"the frozen {name}/test files may not be edited"
+    return {
+        part: [
             json.loads(line)
             for f in sorted((root / part).glob("*.jsonl"))
             for line in f.read_text().splitlines()
             if line.strip()
         ]
+        for part in ("train", "test")
+    }
+
+
+def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
+    """``pairs_conditions/``: pairs with conditions and times written out, on both sides of the
+    label; its ``test/`` files are frozen by checksum (they were written before anything was
+    fitted), and no persona is in both parts or in another split."""
+    from caap.conflict_graph.relations import RELATIONS
+
+    personas: dict[str, set[str]] = {}
+    for part, rows in _pair_parts("pairs_conditions").items():
         assert len(rows) >= 100
         assert {r["relation"] for r in rows} <= set(RELATIONS)
         assert {"agree", "context_partition", "temporal_change"} <= {r["relation"] for r in rows}
@@ -167,23 +175,8 @@ def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -
     """``pairs_changes/``: one life change against many earlier memories of the person, those it
     rules out and tempting ones it does not touch; ``test/`` frozen by checksum before anything
     was fitted, and no persona in both parts or in another split."""
-    import json
-
-    root = ROOT / "pairs_changes"
-    assert _present("pairs_changes/test") == {
-        name: digest
-        for digest, name in (
-            r.split("  ", 1) for r in (root / "test" / "TEST.sha256").read_text().splitlines() if r
-        )
-    }, "the frozen change-pair test files may not be edited"
     personas: dict[str, set[str]] = {}
-    for part in ("train", "test"):
-        rows = [
-            json.loads(line)
-            for f in sorted((root / part).glob("*.jsonl"))
-            for line in f.read_text().splitlines()
-            if line.strip()
-        ]
+    for part, rows in _pair_parts("pairs_changes").items():
         assert len(rows) >= 100
         assert {r["relation"] for r in rows} == {"agree", "supersedes", "invalidates", "unrelated"}
         assert {r["style"] for r in rows} == set(STYLES)
