@@ -45,7 +45,7 @@ from caap.models import (
 )
 from caap.policy._reliability import SourceView, source_view
 
-__all__ = ["SELF_SOURCES", "Analysis", "StaleView", "analyze", "max_risk"]
+__all__ = ["SELF_SOURCES", "Analysis", "StaleView", "analyze", "is_self_source", "max_risk"]
 
 
 @dataclass
@@ -156,6 +156,11 @@ _PREMISE_MARGIN = 0.1
 SELF_SOURCES = frozenset(
     {"self-report", "self report", "user", "self", "your own account", "the user", "you"}
 )
+
+
+def is_self_source(source: str) -> bool:
+    """The source is the user speaking for themselves ("self-report", "the user", "You")."""
+    return _text.normalize_source(source) in SELF_SOURCES
 
 
 @dataclass
@@ -405,7 +410,7 @@ def analyze(
             src = filled[i].source
             if sims[i] < min_relevance:
                 continue
-            if src and _text.normalize_source(src) not in SELF_SOURCES:
+            if src and not is_self_source(src):
                 by_source.setdefault(src, []).append(i)
         if len(by_source) >= 2 and not _parties_agree(layer, filled, by_source, read, unrelated):
             ids = [i for v in by_source.values() for i in v]

@@ -46,8 +46,8 @@ from caap.models import (
 )
 from caap.policy._analysis import (
     AGREEMENT_SHARE,
-    SELF_SOURCES,
     Analysis,
+    is_self_source,
     max_risk,
     second_person,
     short,
@@ -95,10 +95,7 @@ def _first_hand(memory: Memory, attributed: float | None) -> bool:
     src = memory.source
     if src is None or not src.strip():
         return attributed is not None and attributed < 0.5
-    norm = _text.normalize_source(src)
-    return (
-        norm in SELF_SOURCES or src.strip().lower() in SELF_SOURCES or _text.is_record_source(src)
-    )
+    return is_self_source(src) or _text.is_record_source(src)
 
 
 #: How many of the memories nearest the query a high-stakes commit is held to, whatever the

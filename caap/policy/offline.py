@@ -16,7 +16,7 @@ import networkx as nx
 
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, EdgeKind, Response, RiskTier
-from caap.policy._analysis import SELF_SOURCES, Analysis, second_person, short
+from caap.policy._analysis import Analysis, is_self_source, second_person, short
 from caap.policy._speech import stated_part
 from caap.policy._uncertainty import choose_under_uncertainty
 
@@ -902,7 +902,7 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
 def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
     if a.resolution is not None:
         src = a.resolution.source
-        if src is None or _text.normalize_source(src) in SELF_SOURCES:
+        if src is None or is_self_source(src):
             # The user's own answer, read back to them: "you have an early shift tomorrow".
             r.say(f"You told me: {second_person(short(a.resolution.text, 40), a.subject)}.")
         else:
