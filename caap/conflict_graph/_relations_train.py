@@ -13,6 +13,9 @@ Examples come from three kinds of JSONL line, found anywhere under a directory:
   ``distractor`` is ``unrelated``. Background turns are left out (how they relate is unsaid).
 - **labelled pairs**: ``{"a": TEXT, "b": TEXT, "relation": RELATION, "persona": ID}`` (the
   ``pairs/`` part of the blind corpus; what the pair reader is trained on).
+- **risk items**: ``{"query": TEXT, "memories": [TEXT, ...], "high_risk": BOOL, "persona":
+  {"id": ID, ...}}`` (the ``risk/`` part of the blind corpus): a question and what is
+  remembered beside it, labelled by what is at stake; they train the risk model only.
 
 Models: multinomial logistic regression on standardised features
 (:mod:`caap.conflict_graph._relations_features`, among them the pair reader's probabilities:
@@ -160,6 +163,8 @@ def load_corpus(path: str | Path, *, seed: int = 0) -> Corpus:
             data = json.loads(line)
             if "probes" in data:
                 _scenario_pairs(StaleScenario.model_validate(data), corpus)
+            elif _is_risk_item(data):
+                corpus.risks.append(_risk_item(data, f"{f}:{n}"))
             elif "memories" in data:
                 _instance_examples(Instance.model_validate(data), corpus, rng)
             elif {"a", "b", "relation"} <= set(data):
@@ -171,9 +176,35 @@ def load_corpus(path: str | Path, *, seed: int = 0) -> Corpus:
                 )
             else:
                 raise ValueError(
-                    f"{f}:{n}: neither an instance, a stale scenario nor a labelled pair"
+                    f"{f}:{n}: neither an instance, a stale scenario, a labelled pair nor a "
+                    "risk item"
                 )
     return corpus
+
+
+def _is_risk_item(data: dict[str, Any]) -> bool:
+    """A risk item's memories are plain texts (an instance's are objects with ids and roles)."""
+    memories = data.get("memories")
+    return (
+        "high_risk" in data
+        and "conflict_type" not in data
+        and isinstance(memories, list)
+        and all(isinstance(m, str) for m in memories)
+    )
+
+
+def _risk_item(data: dict[str, Any], where: str) -> RiskExample:
+    """One risk item as the risk model's example: the question read beside its memories."""
+    query, high = data.get("query"), data.get("high_risk")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"{where}: a risk item needs a non-empty query")
+    if not isinstance(high, bool):
+        raise ValueError(f"{where}: high_risk must be true or false, not {high!r}")
+    persona = data.get("persona")
+    group = persona.get("id") if isinstance(persona, dict) else persona
+    if not isinstance(group, str) or not group:
+        raise ValueError(f"{where}: a risk item needs a persona id (dev splits are by persona)")
+    return RiskExample(query, [m for m in data["memories"] if m.strip()], high, group)
 
 
 def _instance_examples(inst: Any, corpus: Corpus, rng: random.Random) -> None:
@@ -333,7 +364,7 @@ def train_relations(
     data: str | Path | Sequence[str | Path],
     out: str | Path,
     *,
-    dev: str | Path | None = None,
+    dev: str | Path | Sequence[str | Path] | None = None,
     seed: int = 0,
     embedder: Embedder | None = None,
     recall: float = 1.0,
@@ -374,8 +405,9 @@ def train_relations(
         names = ", ".join(Path(p).name for p in paths)
         dev_name = f"{names} (a quarter of its personas, seed {seed})"
     else:
-        held = load_corpus(dev, seed=seed)
-        dev_name = str(dev)
+        devs = [dev] if isinstance(dev, (str, Path)) else list(dev)
+        held = _load_all(devs, seed)
+        dev_name = ", ".join(str(d) for d in devs)
     if not train.pairs or not held.pairs:
         raise ValueError("training and dev data both need memory pairs")
     say(
@@ -384,10 +416,15 @@ def train_relations(
     )
     texts = [t for c in (train, held) for e in c.pairs for t in (e.a, e.b)]
     texts += [e.text for c in (train, held) for e in c.memories]
-    texts += [t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t]
     texts += [t for c in (train, held) for e in c.situations for t in (e.query, *e.texts)]
-    say(f"embedding {len(set(texts))} texts")
+    risk_only = {t for c in (train, held) for e in c.risks for t in (e.query, *e.texts) if t}
+    risk_only -= set(texts)
+    say(f"embedding {len(set(texts)) + len(risk_only)} texts")
     vec = _embed(embedder, texts)
+    # Texts only the risk model reads are embedded on their own: the batches the other models'
+    # texts are embedded in stay the same, so adding risk items changes the risk model alone
+    # (a batch's padding moves embeddings in the last digits, and the fits with them).
+    vec.update(_embed(embedder, risk_only))
     dim = embedder.dimension
 
     grid = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3]
@@ -841,7 +878,7 @@ def train_reader(
     data: str | Path | Sequence[str | Path],
     out: str | Path,
     *,
-    dev: str | Path | None = None,
+    dev: str | Path | Sequence[str | Path] | None = None,
     epochs: int = 4,
     lr: float = 1e-3,
     seed: int = 0,
@@ -1019,7 +1056,10 @@ def add_relations_parser(sub: Any) -> None:
     )
     t.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     t.add_argument(
-        "--dev", help="dev data for model settings (default: a quarter of --data's personas)"
+        "--dev",
+        action="append",
+        help="dev data for model settings; repeatable (default: a quarter of --data's "
+        "personas)",
     )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(

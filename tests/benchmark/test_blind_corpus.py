@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,9 +129,11 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
     assert not train & dev
 
 
-def _pair_parts(name: str) -> dict[str, list[dict[str, str]]]:
-    """A labelled-pair set's ``train/`` and ``test/`` lines, after checking that its ``test/``
-    files are the ones ``test/TEST.sha256`` froze."""
+def _pair_parts(
+    name: str, parts: tuple[str, ...] = ("train", "test")
+) -> dict[str, list[dict[str, Any]]]:
+    """A labelled set's lines by part (``train/`` and ``test/``), after checking that its
+    ``test/`` files are the ones ``test/TEST.sha256`` froze."""
     import json
 
     root = ROOT / name
@@ -147,7 +150,7 @@ def _pair_parts(name: str) -> dict[str, list[dict[str, str]]]:
             for line in f.read_text().splitlines()
             if line.strip()
         ]
-        for part in ("train", "test")
+        for part in parts
     }
 
 
@@ -189,3 +192,21 @@ def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -
     assert not personas["train"] & personas["test"]
     for split in ("test", "train", "dev"):
         assert not (personas["train"] | personas["test"]) & _personas(split)
+
+
+def test_risk_items_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
+    """``risk/``: questions beside remembered facts, labelled by what is at stake, half each in
+    every part and the four styles in each; ``test/`` frozen by checksum before anything was
+    fitted, one persona per item, none in two parts or in another split."""
+    personas: dict[str, set[str]] = {}
+    for part, rows in _pair_parts("risk", ("train", "dev", "test")).items():
+        assert len(rows) >= 90
+        assert sum(r["high_risk"] is True for r in rows) * 2 == len(rows)
+        assert {r["style"] for r in rows} == set(STYLES)
+        assert all(r["query"].strip() and 2 <= len(r["memories"]) <= 5 for r in rows)
+        personas[part] = {r["persona"]["id"] for r in rows}
+        assert len(personas[part]) == len(rows)
+    assert not personas["train"] & personas["dev"]
+    assert not (personas["train"] | personas["dev"]) & personas["test"]
+    for split in ("test", "train", "dev"):
+        assert not set().union(*personas.values()) & _personas(split)

@@ -114,3 +114,36 @@ def test_train_reader_reads_pair_lines_and_refuses_unknown_relations(tmp_path: P
     (data / "q.jsonl").write_text(json.dumps(dict(rows[0], relation="friendly")) + "\n")
     with pytest.raises(ValueError, match="unknown relation 'friendly'"):
         train_reader(data, tmp_path / "r2.npz", epochs=1)
+
+
+def test_risk_items_train_the_risk_model_only_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    """A risk item (a question beside plain-text memories, labelled ``high_risk``) becomes one
+    risk example of its persona and nothing else; one without a label, a query or a persona
+    is refused with the line that holds it."""
+    import json
+
+    good = {
+        "id": "x_0001",
+        "persona": {"id": "xp0001", "name": "Ana", "summary": "a welder"},
+        "style": "implicit",
+        "query": "Is the ticket still good for Monday's job?",
+        "memories": ["Ana renewed her ticket in 2023.", "Ana likes rye bread."],
+        "high_risk": True,
+    }
+    f = tmp_path / "items.jsonl"
+    f.write_text(json.dumps(good) + "\n" + json.dumps(dict(good, high_risk=False)) + "\n")
+    corpus = load_corpus(f)
+    assert not corpus.pairs and not corpus.memories and not corpus.situations
+    assert [(e.query, e.texts, e.high, e.group) for e in corpus.risks] == [
+        (good["query"], good["memories"], True, "xp0001"),
+        (good["query"], good["memories"], False, "xp0001"),
+    ]
+    for bad, message in (
+        (dict(good, high_risk="yes"), "high_risk must be true or false"),
+        (dict(good, query=" "), "non-empty query"),
+        ({k: v for k, v in good.items() if k != "persona"}, "persona id"),
+    ):
+        f.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(ValueError, match=message) as err:
+            load_corpus(f)
+        assert "items.jsonl:2" in str(err.value)
