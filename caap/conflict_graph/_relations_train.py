@@ -1058,8 +1058,7 @@ def add_relations_parser(sub: Any) -> None:
     t.add_argument(
         "--dev",
         action="append",
-        help="dev data for model settings; repeatable (default: a quarter of --data's "
-        "personas)",
+        help="dev data for model settings; repeatable (default: a quarter of --data's personas)",
     )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
