@@ -878,7 +878,7 @@ def train_reader(
     data: str | Path | Sequence[str | Path],
     out: str | Path,
     *,
-    dev: str | Path | Sequence[str | Path] | None = None,
+    dev: str | Path | None = None,
     epochs: int = 4,
     lr: float = 1e-3,
     seed: int = 0,
