@@ -17,35 +17,15 @@ reader alone (its probabilities, argmax).
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
+from _labelled import auc, jsonl_rows
 
 from caap.conflict_graph.relations import RELATIONS, MemoryView, get_relation_layer
 from caap.conflict_graph.rules import GraphConfig
 
 _OUT_OF_DATE = ("supersedes", "invalidates")
 _STYLES = ("dated", "narrative", "implicit", "chatty")
-
-
-def _auc(score: np.ndarray, changed: np.ndarray) -> float:
-    pos, neg = score[changed], score[~changed]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    return float(np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :]))
-
-
-def _rows(paths: Sequence[str]) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
-    for path in paths:
-        p = Path(path)
-        for f in sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]:
-            rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    if not rows:
-        raise SystemExit(f"no labelled pairs under {', '.join(paths)}")
-    return rows
 
 
 def main() -> None:
@@ -57,7 +37,8 @@ def main() -> None:
         "--reader", nargs="?", const="", help="the pair reader alone (optionally its .npz)"
     )
     args = ap.parse_args()
-    rows = _rows(args.data or ["caap/benchmark/data/blind/pairs_changes/test"])
+    default = ["caap/benchmark/data/blind/pairs_changes/test"]
+    rows = jsonl_rows(args.data or default, "labelled pairs")
     changed = np.array([r["relation"] in _OUT_OF_DATE for r in rows])
     if args.reader is not None:
         from caap.conflict_graph._pair_reader import PairReader
@@ -79,8 +60,8 @@ def main() -> None:
     styles = np.array([r.get("style", "") for r in rows])
     print(f"{what}: {len(rows)} pairs, {int(changed.sum())} changed")
     print(
-        f"area under the curve: all {_auc(score, changed):.3f}; "
-        + "; ".join(f"{s} {_auc(score[styles == s], changed[styles == s]):.3f}" for s in _STYLES)
+        f"area under the curve: all {auc(score, changed):.3f}; "
+        + "; ".join(f"{s} {auc(score[styles == s], changed[styles == s]):.3f}" for s in _STYLES)
     )
     print(
         f"read as out of date: changed {int(read[changed].sum())}/{int(changed.sum())}, "

@@ -22,33 +22,19 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _labelled import auc, jsonl_rows
 
 from caap.conflict_graph._relations_learned import LearnedRelations
 from caap.conflict_graph.relations import get_relation_layer
 from caap.models import RiskTier
 
 
-def _auc(score: np.ndarray, high: np.ndarray) -> float:
-    pos, neg = score[high], score[~high]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    return float(np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :]))
-
-
 def load_items(paths: Sequence[str]) -> list[dict[str, Any]]:
     """Every risk item under ``paths`` (files or folders), in file order."""
-    rows: list[dict[str, Any]] = []
-    for path in paths:
-        p = Path(path)
-        for f in sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]:
-            rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    if not rows:
-        raise SystemExit(f"no risk items under {', '.join(paths)}")
-    return rows
+    return jsonl_rows(paths, "risk items")
 
 
 def read_items(rows: Sequence[dict[str, Any]], weights: str | None = None) -> dict[str, Any]:
@@ -69,7 +55,7 @@ def read_items(rows: Sequence[dict[str, Any]], weights: str | None = None) -> di
         out: dict[str, Any] = {"items": int(mask.sum()), "high": int(h.sum())}
         for name, read in (("fitted", fit), ("cues", cue), ("guard", guard)):
             out[name] = {"caught": int((read & h).sum()), "flagged": int((read & lo).sum())}
-        out["fitted"]["auc"] = _auc(score[mask], high[mask])
+        out["fitted"]["auc"] = auc(score[mask], high[mask])
         return out
 
     styles = np.array([r.get("style", "") for r in rows])
