@@ -1,6 +1,6 @@
 """Training the ``learned`` relation layer from TANGLE-format data (needs scikit-learn).
 
-Examples come from three kinds of JSONL line, found anywhere under a directory:
+Examples come from four kinds of JSONL line, found anywhere under a directory:
 
 - **instances** (:class:`caap.benchmark.dataset.Instance`): their judge-only ``pairs`` label
   memory pairs; an instance without ``pairs`` gets labels derived from its type (its core
@@ -373,8 +373,8 @@ def train_relations(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit the pair and risk models on ``data`` (one path or several), choose settings on
-    ``dev`` (default: a quarter of ``data``'s personas held out), write ``out`` (``.npz``)
-    and ``out`` with ``.json`` (the card). Returns the card.
+    ``dev`` (one path or several; default: a quarter of ``data``'s personas held out), write
+    ``out`` (``.npz``) and ``out`` with ``.json`` (the card). Returns the card.
 
     ``recall``: the share of high-risk dev queries the HIGH threshold must catch.
     ``surface_scales``: how much more weight the pair model may give the direct comparisons

@@ -129,7 +129,7 @@ def test_speaker_corpus_is_frozen_labelled_and_split_by_persona() -> None:
     assert not train & dev
 
 
-def _pair_parts(
+def _frozen_parts(
     name: str, parts: tuple[str, ...] = ("train", "test")
 ) -> dict[str, list[dict[str, Any]]]:
     """A labelled set's lines by part (``train/`` and ``test/``), after checking that its
@@ -161,7 +161,7 @@ def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen(
     from caap.conflict_graph.relations import RELATIONS
 
     personas: dict[str, set[str]] = {}
-    for part, rows in _pair_parts("pairs_conditions").items():
+    for part, rows in _frozen_parts("pairs_conditions").items():
         assert len(rows) >= 100
         assert {r["relation"] for r in rows} <= set(RELATIONS)
         assert {"agree", "context_partition", "temporal_change"} <= {r["relation"] for r in rows}
@@ -179,7 +179,7 @@ def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -
     rules out and tempting ones it does not touch; ``test/`` frozen by checksum before anything
     was fitted, and no persona in both parts or in another split."""
     personas: dict[str, set[str]] = {}
-    for part, rows in _pair_parts("pairs_changes").items():
+    for part, rows in _frozen_parts("pairs_changes").items():
         assert len(rows) >= 100
         assert {r["relation"] for r in rows} == {"agree", "supersedes", "invalidates", "unrelated"}
         assert {r["style"] for r in rows} == set(STYLES)
@@ -199,7 +199,7 @@ def test_risk_items_are_labelled_split_by_persona_and_their_test_is_frozen() -> 
     every part and the four styles in each; ``test/`` frozen by checksum before anything was
     fitted, one persona per item, none in two parts or in another split."""
     personas: dict[str, set[str]] = {}
-    for part, rows in _pair_parts("risk", ("train", "dev", "test")).items():
+    for part, rows in _frozen_parts("risk", ("train", "dev", "test")).items():
         assert len(rows) >= 90
         assert sum(r["high_risk"] is True for r in rows) * 2 == len(rows)
         assert {r["style"] for r in rows} == set(STYLES)
