@@ -9,8 +9,9 @@ builds an ephemeral conflict graph over exactly those memories.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -44,6 +45,7 @@ from caap.models import (
     RiskTier,
 )
 from caap.policy._reliability import SourceView, source_view
+from caap.policy._speech import stated_part
 
 __all__ = ["SELF_SOURCES", "Analysis", "StaleView", "analyze", "is_self_source", "max_risk"]
 
@@ -184,6 +186,16 @@ class Analysis:
     """A second risk reading only the commit guard heeds: under the ``rules`` layer, the shipped
     risk model's (the keyword cues miss high stakes phrased in other words); ``None`` when
     there is none. It never changes what the backbone decides, only whether a commit stands."""
+    guard_reading: Callable[[], SituationVerdict | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """A second reading of the memories on the query taken together, only the commit guard
+    heeds: under the ``rules`` layer, the shipped fitted layer's situation reading (the cues
+    find no conflict where it is phrased in words they do not list), read on demand, since
+    only a commit needs it; ``None`` when there is none. See :meth:`second_reading`."""
+    _second: list[SituationVerdict | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
     timeline: TemporalReading | None = None
     settled_side: str | None = None
     """The side the query itself names (a CPC context it states), if any."""
@@ -216,6 +228,14 @@ class Analysis:
     """For the pairs of :attr:`agreement`: the layer's probability that the two memories are
     about different things (the guard does not hold two first-hand claims read as surely
     unrelated to agreeing with each other)."""
+
+    def second_reading(self) -> SituationVerdict | None:
+        """:attr:`guard_reading`'s verdict, read once (``None`` without one)."""
+        if self.guard_reading is None:
+            return None
+        if not self._second:
+            self._second.append(self.guard_reading())
+        return self._second[0]
 
     @property
     def conflict_type(self) -> ConflictType:
@@ -448,6 +468,11 @@ def analyze(
         guard_risk = fitted.risk(query, _risk_texts(fitted, filled, relevant, near)).tier
     by_nearness = sorted(filled, key=lambda i: -sims[i])
     situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
+    guard_reading: Callable[[], SituationVerdict | None] | None = None
+    if fitted is not None and getattr(fitted, "reads_situations", False):
+        stated = [stated_part(filled[i].text) for i in by_nearness if sims[i] >= SECOND_READING_MIN]
+        on_topic = [t for t in stated if t]
+        guard_reading = partial(situation_of, fitted, query, on_topic)
     attributed: dict[str, float] = {}
     for i in filled:
         facets = view.extraction(i)
@@ -466,6 +491,7 @@ def analyze(
         risk_categories=list(verdict.categories),
         risk_confidence=verdict.confidence,
         guard_risk=guard_risk,
+        guard_reading=guard_reading,
         timeline=timeline,
         settled_side=settled_side,
         resolution=resolution,
@@ -605,6 +631,11 @@ def _reads_stale(situation: SituationVerdict | None) -> bool:
 
 #: Relations that say the later of two memories replaces or rules out the earlier.
 _REPLACING = ("supersedes", "invalidates", "temporal_change")
+#: The query similarity from which a memory is part of what the guard's second reader reads
+#: (:attr:`Analysis.guard_reading`): a memory on another subject ("I like hiking" beside a
+#: penicillin allergy) is no part of whether the memories on the query agree. It reads what
+#: the memories state; a stored request ("Can you give me a curry recipe?") states nothing.
+SECOND_READING_MIN = 0.2
 #: How many of the memories bearing on a high-stakes query are read pairwise for agreement.
 AGREEMENT_TOP = 5
 

@@ -19,6 +19,13 @@ decision is checked against the evidence the offline analysis found before anyth
   void it. "No conflict was detected" is not evidence. Otherwise the commit becomes ``verify``
   and the reason is written into the decision (``rationale``, prefixed with
   :data:`GUARD_TAG`).
+* **Two readers for "nothing is in conflict".** Under ``rules`` the analysis carries a second
+  reading of the memories on the query (:meth:`Analysis.second_reading`: the shipped fitted
+  layer's situation model, over the memories at least 0.2 similar to the query that state
+  something). Where the graph typed no conflict and nothing resolved one, a commit, at any
+  stakes, stands only when that reading too finds the memories agreeing (``NONE`` at least
+  one half); the cues miss conflicts phrased in words they do not list (a friend who "swears"
+  the appointment is on another day, a record that changed with no date).
 * **No commit over sources that disagree, whatever the stakes read.** The risk reading misses
   stakes it never saw (a van's payload, a boat's passenger limit, an appointment date), and
   with it the rule above; so below high stakes a ``commit`` also becomes ``verify`` when the
@@ -52,6 +59,7 @@ from caap.policy._analysis import (
     second_person,
     short,
 )
+from caap.policy._speech import stated_part
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
 
@@ -157,6 +165,9 @@ def _why_not(decision: Decision, analysis: Analysis) -> str | None:
             "the relation layer does not read the recalled memories as agreeing "
             f"(agreement {agreeing:.2f})"
         )
+    second = _second_opinion(analysis)
+    if second is not None:
+        return second
     claims = _claims(decision, analysis)
     if not claims:
         return "the decision cites no recalled memory to commit to"
@@ -280,6 +291,30 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
     return None
 
 
+def _second_opinion(analysis: Analysis) -> str | None:
+    """Why the guard's second reader (:meth:`Analysis.second_reading`: under ``rules``, the
+    shipped fitted layer) does not read the recalled memories as agreeing, or ``None`` when it
+    does or there is none. Two readers must find nothing in conflict before a commit stands:
+    the cues miss conflicts phrased in words they do not list, the model misses others."""
+    cluster = analysis.cluster
+    if (cluster is not None and cluster.has_conflict) or analysis.resolution is not None:
+        # A conflict the graph typed is read, and what settles it decided, by the rules
+        # above (a record against hearsay, a later state, a confirmation); the second reader
+        # checks only a reading that nothing is in conflict.
+        return None
+    second = analysis.second_reading()
+    if second is None:
+        return None
+    agreeing = second.evidence_probs.get("NONE", 0.0)
+    if agreeing >= SITUATION_MIN:
+        return None
+    best = max(second.evidence_probs, key=lambda k: second.evidence_probs[k])
+    return (
+        "the fitted reader does not read the recalled memories as agreeing "
+        f"(agreement {agreeing:.2f}, {best} {second.evidence_probs[best]:.2f})"
+    )
+
+
 def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
     """Enforce the risk floor and the high-risk commit rule on any backbone's decision.
 
@@ -316,11 +351,17 @@ def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
             notes.append(f"{_OVERRIDE}: high-stakes matter and no positive evidence ({reason})")
     elif decision.action is Action.COMMIT:
         reason = _unsettled_sources(decision, analysis)
+        second = _second_opinion(analysis) if reason is None else None
         if reason is not None:
             update["action"] = Action.VERIFY
             if not decision.missing_information:
                 update["missing_information"] = "which source is right"
             notes.append(f"{_OVERRIDE}: {reason}, and nothing settles which is right")
+        elif second is not None:
+            update["action"] = Action.VERIFY
+            if not decision.missing_information:
+                update["missing_information"] = "whether these memories still agree"
+            notes.append(f"{_OVERRIDE}: {second}")
     if not notes:
         return decision
     sep = " " if decision.rationale else ""
@@ -333,13 +374,17 @@ def realize_guarded(analysis: Analysis, decision: Decision) -> Response:
     say what the memories hold and from whom, and what to confirm before acting."""
     a = analysis
     claims = _claims(decision, a) or a.relevant[:3]
-    lines = ["This is a high-stakes matter, so I'd confirm it before acting on it."]
+    claims = [i for i in claims if stated_part(a.memories[i].text)]  # not a stored request
+    if decision.risk is RiskTier.HIGH:
+        lines = ["This is a high-stakes matter, so I'd confirm it before acting on it."]
+    else:
+        lines = ["Your memories on this may not agree, so I'd confirm it before acting on it."]
     if claims:
         said = []
         for i in claims[:3]:
             m = a.memories[i]
             who = f" ({m.source})" if m.source else ""
-            said.append(second_person(short(m.text, 30), a.subject) + who)
+            said.append(second_person(short(stated_part(m.text), 30), a.subject) + who)
         lines.append("What your memories say: " + "; ".join(said) + ".")
     lines.append(
         "That is not yet confirmed by you or by the governing record, so I wouldn't treat it "

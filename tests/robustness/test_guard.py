@@ -493,3 +493,57 @@ def test_a_commit_over_disagreeing_sources_is_held_whatever_the_stakes_read() ->
     # A later confirmation that settles the contradiction lets the commit stand.
     typed.resolution = typed.memories["a"]
     assert apply_guard(commit(RiskTier.LOW), typed).action is Action.COMMIT
+
+
+def test_a_commit_stands_only_when_the_second_reader_also_reads_agreement() -> None:
+    # Under `rules` the cues may find nothing in conflict where the fitted reader does (sources
+    # named in words the cues do not list): both readers must read agreement, at any stakes.
+    from caap.conflict_graph.relations import SituationVerdict
+
+    calls: list[int] = []
+
+    def reading(verdict: SituationVerdict) -> Any:
+        def read() -> SituationVerdict:
+            calls.append(1)
+            return verdict
+
+        return read
+
+    def low(verdict: SituationVerdict) -> Any:
+        a = _analysis({"a": 0.1, "b": 0.8})
+        a.risk = RiskTier.LOW
+        a.guard_reading = reading(verdict)
+        return a
+
+    commit = _commit_on("a").model_copy(update={"risk": RiskTier.LOW})
+    doubt = low(SituationVerdict({"NONE": 0.3, "BOC": 0.6, "SCC": 0.1}))
+    out = apply_guard(commit, doubt)
+    assert out.action is Action.VERIFY and guarded(out) and out.risk is RiskTier.LOW
+    assert "fitted reader" in out.rationale and "agreement 0.30" in out.rationale
+    assert apply_guard(commit, low(SituationVerdict({"NONE": 0.7, "SCC": 0.3}))) == commit
+    # Its own reading before any calibration shift is what counts.
+    shifted = SituationVerdict({"NONE": 0.8, "SCC": 0.2}, unshifted={"NONE": 0.4, "SCC": 0.6})
+    assert apply_guard(commit, low(shifted)).action is Action.VERIFY
+    # Read once per analysis, and only for a commit.
+    calls.clear()
+    once = low(SituationVerdict({"NONE": 0.3, "SCC": 0.7}))
+    once.risk = RiskTier.HIGH
+    apply_guard(commit.model_copy(update={"risk": RiskTier.HIGH}), once)
+    once.second_reading()
+    assert len(calls) == 1
+    calls.clear()
+    ask = commit.model_copy(update={"action": Action.CLARIFY})
+    assert apply_guard(ask, low(SituationVerdict({"NONE": 0.1, "SCC": 0.9}))) == ask
+    assert calls == []
+
+
+def test_the_rules_layer_gets_the_fitted_layers_second_reading(embedder: Any) -> None:
+    from caap.policy._analysis import analyze
+
+    mems = [Memory(id=f"m{i}", text=t, user_id="u") for i, t in enumerate(MEDICATION)]
+    rules = analyze(mems, MED_QUERY, embedder, relations="rules")
+    second = rules.second_reading()
+    assert second is not None and abs(sum(second.probs.values()) - 1.0) < 1e-6
+    # A layer that reads situations itself is held to its own reading.
+    learned = analyze(mems, MED_QUERY, embedder, relations="learned")
+    assert learned.guard_reading is None and learned.second_reading() is None
