@@ -470,9 +470,8 @@ def analyze(
     situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
     guard_reading: Callable[[], SituationVerdict | None] | None = None
     if fitted is not None and getattr(fitted, "reads_situations", False):
-        stated = [stated_part(filled[i].text) for i in by_nearness if sims[i] >= SECOND_READING_MIN]
-        on_topic = [t for t in stated if t]
-        guard_reading = partial(situation_of, fitted, query, on_topic)
+        on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
+        guard_reading = partial(_stated_situation, fitted, query, on_topic)
     attributed: dict[str, float] = {}
     for i in filled:
         facets = view.extraction(i)
@@ -621,6 +620,15 @@ def _risk_texts(
     query, and picks those itself)."""
     ids = relevant if layer.name == "rules" else list(dict.fromkeys(relevant + near))
     return [filled[i].text for i in ids]
+
+
+def _stated_situation(
+    layer: RelationLayer, query: str, texts: Sequence[str]
+) -> SituationVerdict | None:
+    """``layer``'s situation reading of what ``texts`` state (a stored request states nothing),
+    for :attr:`Analysis.guard_reading`: read only when a commit needs it."""
+    stated = [t for t in (stated_part(x) for x in texts) if t]
+    return situation_of(layer, query, stated)
 
 
 def _reads_stale(situation: SituationVerdict | None) -> bool:

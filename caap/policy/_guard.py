@@ -351,13 +351,12 @@ def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
             notes.append(f"{_OVERRIDE}: high-stakes matter and no positive evidence ({reason})")
     elif decision.action is Action.COMMIT:
         reason = _unsettled_sources(decision, analysis)
-        second = _second_opinion(analysis) if reason is None else None
         if reason is not None:
             update["action"] = Action.VERIFY
             if not decision.missing_information:
                 update["missing_information"] = "which source is right"
             notes.append(f"{_OVERRIDE}: {reason}, and nothing settles which is right")
-        elif second is not None:
+        elif (second := _second_opinion(analysis)) is not None:
             update["action"] = Action.VERIFY
             if not decision.missing_information:
                 update["missing_information"] = "whether these memories still agree"
