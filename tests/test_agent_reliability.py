@@ -195,6 +195,36 @@ def test_policy_without_a_track_record_is_unchanged(embedder: Any) -> None:
     assert f"favours {APP}" in r.decision.rationale
 
 
+@pytest.mark.parametrize("relations", ["rules", "learned"])
+def test_a_track_record_settles_a_source_conflict_under_every_layer(
+    embedder: Any, relations: str
+) -> None:
+    # The learned layer also reads the situation as a whole (a source conflict, near certain
+    # here); that reading does not know the user's confirmed outcomes, so it must not reopen
+    # a conflict they settled at low stakes.
+    mems = [
+        Memory(id="m0", text=TOPICS[0][1], user_id="ethan", source=APP, aspect="climbing"),
+        Memory(id="m1", text=TOPICS[0][2], user_id="ethan", source=PARTNER, aspect="climbing"),
+    ]
+    policy = CaapPolicy(embedder=embedder, relations=relations)
+    partner_right = ReliabilityModel(threshold=0.5)
+    for n in range(4):
+        partner_right.observe(f"t{n}", {"gym app": f"a{n}", "climbing partner": f"b{n}"}, f"b{n}")
+    r = policy.respond(mems, TOPICS[0][3], reliability=partner_right)
+    assert r.decision.conflict_type is ConflictType.SCC
+    assert r.decision.action is Action.COMMIT
+    assert f"favours {PARTNER}" in r.decision.rationale
+    assert "only climbed twice" in r.text
+    # A record that does not separate them leaves the conflict open.
+    split = ReliabilityModel(threshold=0.5)
+    for n in range(4):
+        right = f"a{n}" if n % 2 else f"b{n}"
+        split.observe(f"t{n}", {"gym app": f"a{n}", "climbing partner": f"b{n}"}, right)
+    assert policy.respond(mems, TOPICS[0][3], reliability=split).decision.action is not (
+        Action.COMMIT
+    )
+
+
 def test_high_stakes_never_commit_on_a_track_record(embedder: Any) -> None:
     mems = [
         Memory(id="m0", text="Maya's clinic record lists ibuprofen as contraindicated for her.",

@@ -127,8 +127,9 @@ def _decide_offline(a: Analysis) -> Decision:
     The graph's reading gives a first choice. When the relation layer also read the situation
     as a whole (:attr:`Analysis.situation`), the action is the one that fits best in
     expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
-    graph's choice as a small prior; a commit the graph justified by a later confirmation or
-    by the query naming the context stands, and so does the stale-state logic. The reading
+    graph's choice as a small prior; a commit the graph justified by a later confirmation, by
+    the query naming the context or by the user's track record of the sources stands, and so
+    does the stale-state logic. The reading
     never turns an unresolved source contradiction the graph typed into a commit.
     """
     d = _decide_graph(a)
@@ -141,6 +142,14 @@ def _decide_offline(a: Analysis) -> Decision:
     if s is None or stale or a.resolution is not None:
         return d
     if d.action is Action.COMMIT and a.settled_side is not None:
+        return d
+    if (
+        d.action is Action.COMMIT
+        and d.conflict_type is ConflictType.SCC
+        and a.favoured_by_track_record is not None
+    ):
+        # The user's confirmed outcomes for these very sources settled which to go with: the
+        # situation reading sees the disagreement, not that record, so it does not reopen it.
         return d
     if d.action is Action.CLARIFY and a.conflict_type is ConflictType.NONE:
         return d  # nothing on record bears on the query: asking is the answer
