@@ -77,8 +77,11 @@ def test_resolve_refuses_a_commit_and_files_the_answer_to_nothing_on_record_on_i
     assert "settled" not in later.text
 
 
-def test_a_stored_question_is_not_an_answer(tmp_path: Path, embedder: Any) -> None:
-    agent = Agent(tmp_path / "d", embedder=embedder)
+@pytest.mark.parametrize("relations", ["rules", "learned"])
+def test_a_stored_question_is_not_an_answer(tmp_path: Path, embedder: Any, relations: str) -> None:
+    # Under ``learned`` the layer's reading of the situation reads what memories state too:
+    # a stored question is not one side of a source conflict.
+    agent = Agent(tmp_path / "d", embedder=embedder, relations=relations)
     agent.add(
         [
             {"role": "user", "content": "Is it true that I'm allergic to peanuts?"},

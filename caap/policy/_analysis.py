@@ -212,7 +212,7 @@ class Analysis:
     situation: SituationVerdict | None = None
     """The relation layer's reading of the memories nearest the query taken together (how
     likely they agree, depend on context, switch, or come from disagreeing sources), when
-    the layer reads situations."""
+    the layer reads situations; read of what they state (a stored question states nothing)."""
     attributed: dict[str, float] = field(default_factory=dict)
     """Per memory, how sure the layer is that it is someone else's account (a source other
     than the user); absent when the layer gave no confidence."""
@@ -467,7 +467,7 @@ def analyze(
     if fitted is not None:
         guard_risk = fitted.risk(query, _risk_texts(fitted, filled, relevant, near)).tier
     by_nearness = sorted(filled, key=lambda i: -sims[i])
-    situation = situation_of(layer, query, [filled[i].text for i in by_nearness])
+    situation = _stated_situation(layer, query, [filled[i].text for i in by_nearness])
     guard_reading: Callable[[], SituationVerdict | None] | None = None
     if fitted is not None and getattr(fitted, "reads_situations", False):
         on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
