@@ -268,9 +268,10 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
     not (:data:`SOURCES_DISAGREE`). What settles a typed one below high stakes is what the
     offline policy commits on: a later confirmation, the user's confirmed track record of those
     sources favouring a side, or a single written record against an informal account, when
-    the commit cites the record. A track record is the user's own evidence about these very
-    sources, which no reading of the texts can see, so it also stands against the layer's
-    reading; a record against hearsay is a standing preference, which that reading may doubt.
+    the commit cites the record. At low stakes a track record also stands against the layer's
+    reading: it is the user's own evidence about these very sources, which no reading of the
+    texts can see; a record against hearsay is a standing preference, which that reading may
+    doubt.
     """
     cluster = analysis.cluster
     if (
@@ -279,13 +280,16 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
         and cluster.has_conflict
         and analysis.resolution is None
     ):
-        if analysis.favoured_by_track_record is not None:
-            # The user's confirmed outcomes for these very sources settle it; a reading of
-            # the memories as a whole sees the disagreement, not that record.
+        by_track_record = analysis.favoured_by_track_record is not None
+        if by_track_record and max_risk(analysis.risk, decision.risk) is RiskTier.LOW:
+            # The user's confirmed outcomes for these very sources settle it at low stakes,
+            # as the offline policy commits on them; a reading of the memories as a whole
+            # sees the disagreement, not that record.
             return None
         record = analysis.lone_record_side
         cited = {i for ids in decision.evidence.values() for i in ids}
-        if record is None or not cited & set(analysis.sides[record]):
+        by_record = record is not None and bool(cited & set(analysis.sides[record]))
+        if not by_track_record and not by_record:
             return "the recalled memories carry a source contradiction"
     situation = analysis.situation
     if situation is not None and situation.probs.get("SCC", 0.0) >= SOURCES_DISAGREE:

@@ -129,8 +129,8 @@ def _decide_offline(a: Analysis) -> Decision:
     expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
     graph's choice as a small prior; a commit the graph justified by a later confirmation, by
     the query naming the context or by the user's track record of the sources stands, and so
-    does the stale-state logic. The reading
-    never turns an unresolved source contradiction the graph typed into a commit.
+    does the stale-state logic. The reading never turns an unresolved source contradiction the
+    graph typed into a commit.
     """
     d = _decide_graph(a)
     s = a.situation

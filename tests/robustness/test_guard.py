@@ -547,3 +547,39 @@ def test_the_rules_layer_gets_the_fitted_layers_second_reading(embedder: Any) ->
     # A layer that reads situations itself is held to its own reading.
     learned = analyze(mems, MED_QUERY, embedder, relations="learned")
     assert learned.guard_reading is None and learned.second_reading() is None
+
+
+def test_a_track_record_stands_against_the_situation_reading_only_at_low_stakes() -> None:
+    # The user's confirmed outcomes for these sources settle a typed source conflict where the
+    # offline policy commits on them (low stakes); above that the layer's reading of the
+    # sources as disagreeing still holds a commit.
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.conflict_graph.reliability import Posterior
+    from caap.models import ConflictCluster
+    from caap.policy._reliability import SourceView
+
+    def settled(risk: RiskTier) -> Any:
+        a = _analysis({"a": 0.1, "b": 0.8}, SituationVerdict({"SCC": 0.9, "NONE": 0.1}))
+        a.risk = risk
+        a.cluster = ConflictCluster(
+            id="u::x", user_id="u", aspect="x", memory_ids=["a", "b"],
+            conflict_type=ConflictType.SCC,
+        )  # fmt: skip
+        a.source_view = SourceView(
+            posterior=Posterior(
+                question="x", probs={"peanut": 0.9, "cashew": 0.1}, answer="peanut",
+                margin=0.8, threshold=0.5,
+            ),
+            claims={"clinic letter": "peanut", "Grandma": "cashew"},
+            track={"clinic letter": (3, 0), "Grandma": (0, 3)},
+        )  # fmt: skip
+        return a
+
+    def commit(risk: RiskTier) -> Decision:
+        return _commit_on("a").model_copy(update={"risk": risk, "conflict_type": ConflictType.SCC})
+
+    assert settled(RiskTier.LOW).favoured_by_track_record == "clinic letter"
+    assert apply_guard(commit(RiskTier.LOW), settled(RiskTier.LOW)).action is Action.COMMIT
+    held = apply_guard(commit(RiskTier.MEDIUM), settled(RiskTier.MEDIUM))
+    assert held.action is Action.VERIFY and guarded(held)
+    assert "source contradiction 0.90" in held.rationale
