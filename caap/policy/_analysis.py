@@ -625,8 +625,12 @@ def _risk_texts(
 def _stated_situation(
     layer: RelationLayer, query: str, texts: Sequence[str]
 ) -> SituationVerdict | None:
-    """``layer``'s situation reading of what ``texts`` state (a stored request states nothing),
-    for :attr:`Analysis.guard_reading`: read only when a commit needs it."""
+    """``layer``'s situation reading of what ``texts`` state (a stored request states nothing):
+    :attr:`Analysis.situation`, and :attr:`Analysis.guard_reading` when a commit needs it.
+    ``None`` at once for a layer that does not read situations (``rules``), so picking out what
+    memories state is not done on every answer there."""
+    if getattr(layer, "situation", None) is None:
+        return None
     stated = [t for t in (stated_part(x) for x in texts) if t]
     return situation_of(layer, query, stated)
 
