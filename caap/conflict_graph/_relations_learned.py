@@ -37,6 +37,7 @@ from caap.conflict_graph._pair_reader import PairReader, default_reader_path
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
     N_PAIR_TAIL,
+    N_READER,
     SITUATION_K,
     SITUATIONS,
     nested_values_read,
@@ -127,6 +128,20 @@ def _reader_for(weights: Path, card: dict[str, Any]) -> PairReader:
 #: the verdict on as its fallback), so the factor never makes positive evidence for a
 #: high-stakes commit.
 AGREE_WEIGHT = 4.0
+
+#: Weight of the pair reader's own reading in the pair verdicts :meth:`LearnedRelations.relate`
+#: gives: their probabilities are the pair model's and the reader's multiplied together,
+#: ``model ** (1 - w) * reader ** w`` (renormalised). The pair model reads the reader's
+#: probabilities as 7 of its 1,196 input columns (most of the rest describe each text's
+#: embedding), fitted on text that implies its situations; on conditions written out ("...
+#: when he has an early shift") it reads such pairs as agreeing where the reader, which reads
+#: the two texts token against token, reads more of them as conflicts (on the frozen
+#: ``pairs_conditions/test`` pairs, conflicting ones read as agreeing: pair model 30 of 48,
+#: reader alone 7). Chosen on the macro F1 of the blind dev pairs' edge verdicts (the
+#: agreement factor in) among 0, 0.25, 0.4, 0.5, 0.6, 0.75 and 1: 0.580, 0.586, 0.592, 0.588,
+#: 0.583, 0.578, 0.569 (``docs/benchmark.md``, "The pair reader's own reading"). The situation
+#: model reads the pair model's own probabilities, as it was fitted.
+READER_BLEND = 0.4
 
 _KEYS = (
     "pair_w",
@@ -221,6 +236,8 @@ class LearnedRelations:
                 )
         #: Odds factor on agreement in :meth:`relate`'s verdicts (:data:`AGREE_WEIGHT`).
         self.agree_weight = AGREE_WEIGHT
+        #: Weight of the pair reader's reading in :meth:`relate`'s verdicts (:data:`READER_BLEND`).
+        self.reader_blend = READER_BLEND
         # Who speaks (the guard's first-hand reading); absent weights leave the earlier one.
         self.speaker: SpeakerHead | None = None
         try:
@@ -298,8 +315,14 @@ class LearnedRelations:
         return out
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> Array:
-        """Relation probabilities (rows in :data:`RELATIONS` order) for pairs of texts."""
-        return self._pair_reading(pairs)[0]
+        """Relation probabilities (rows in :data:`RELATIONS` order) for pairs of texts: the pair
+        model's, multiplied with the pair reader's (:data:`READER_BLEND`)."""
+        probs, tail = self._pair_reading(pairs)
+        w = self.reader_blend
+        if w == 0.0 or not len(probs):
+            return probs
+        logp = (1.0 - w) * np.log(probs + 1e-9) + w * np.log(tail[:, :N_READER] + 1e-9)
+        return _softmax(logp)
 
     def _pair_reading(self, pairs: Sequence[tuple[str, str]]) -> tuple[Array, Array]:
         """The pair model's probabilities and the pairs' direct comparisons (the pair

@@ -437,3 +437,82 @@ def test_learned_layer_reads_which_memories_a_life_change_touches(embedder: obje
     pos, neg = score[changed], score[~changed]
     auc = float(np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :]))
     assert auc >= 0.72, auc
+
+
+def test_pair_verdicts_multiply_in_the_pair_readers_reading(embedder: object) -> None:
+    # The edge verdicts are the pair model's probabilities times the reader's, with the
+    # reader weighted by ``reader_blend``: 0 is the pair model alone, 1 the reader alone. The
+    # situation model reads the pair model's own probabilities, as it was fitted.
+    from caap.conflict_graph._relations_features import N_READER
+    from caap.conflict_graph._relations_learned import READER_BLEND
+
+    layer = get_relation_layer("learned", embedder=embedder)
+    assert layer.reader_blend == READER_BLEND > 0.0  # type: ignore[attr-defined]
+    pairs = [
+        (
+            "Ethan has a couple of beers on Friday nights when he has nothing scheduled.",
+            "Ethan skips alcohol entirely when he has an early shift the next morning.",
+        ),
+        ("The clinic record says 5 mg each morning.", "The pharmacy label says 10 mg."),
+    ]
+    model, tail = layer._pair_reading(pairs)  # type: ignore[attr-defined]
+    reader = tail[:, :N_READER]
+    query, texts = "Should Ethan have a beer tonight?", [t for p in pairs for t in p]
+    blended_situation = layer.situation(query, texts)
+    blended = layer.probabilities(pairs)  # type: ignore[attr-defined]
+    layer.reader_blend = 0.0  # type: ignore[attr-defined]
+    np.testing.assert_allclose(layer.probabilities(pairs), model, atol=1e-6)  # type: ignore[attr-defined]
+    assert layer.situation(query, texts).probs == blended_situation.probs
+    layer.reader_blend = 1.0  # type: ignore[attr-defined]
+    np.testing.assert_allclose(
+        layer.probabilities(pairs),  # type: ignore[attr-defined]
+        reader / reader.sum(axis=1, keepdims=True),
+        atol=1e-4,
+    )
+    # In between, each relation's log-odds against another are the weighted mix of both.
+    w = READER_BLEND
+    i, j = RELATIONS.index("context_partition"), RELATIONS.index("agree")
+    for row in range(len(pairs)):
+        got = np.log(blended[row, i] / blended[row, j])
+        want = (1 - w) * np.log(model[row, i] / model[row, j]) + w * np.log(
+            reader[row, i] / reader[row, j]
+        )
+        assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_learned_layer_reads_conditions_written_out_with_the_reader(embedder: object) -> None:
+    """On the frozen conditions pairs (``pairs_conditions/test``: conditions and dated phases
+    written out, the same surface forms on both sides of the label), the pair model alone
+    reads most conflicting pairs as agreeing (30 of 48); with the reader's reading multiplied
+    in, fewer (24), without reading more agreeing pairs as conflicts than 7 of 51."""
+    import json
+
+    from caap.conflict_graph.relations import CONFLICT_RELATIONS
+
+    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind/pairs_conditions/test"
+    rows = [
+        json.loads(line)
+        for f in sorted(root.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+    layer = get_relation_layer("learned", embedder=embedder)
+    views = [(MemoryView("a", r["a"]), MemoryView("b", r["b"])) for r in rows]
+
+    def misread() -> tuple[int, int]:
+        got = [v.relation for v in layer.relate(views)]
+        conflict_as_agree = sum(
+            r["relation"] in CONFLICT_RELATIONS and g == "agree"
+            for r, g in zip(rows, got, strict=True)
+        )
+        agree_as_conflict = sum(
+            r["relation"] == "agree" and g in CONFLICT_RELATIONS
+            for r, g in zip(rows, got, strict=True)
+        )
+        return conflict_as_agree, agree_as_conflict
+
+    with_reader = misread()
+    layer.reader_blend = 0.0  # type: ignore[attr-defined]
+    alone = misread()
+    assert with_reader[0] < alone[0], (with_reader, alone)
+    assert with_reader[1] <= 7, with_reader
