@@ -174,6 +174,33 @@ def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen(
         assert not (personas["train"] | personas["test"]) & _personas(split)
 
 
+def test_second_condition_pairs_are_labelled_and_their_people_are_their_own() -> None:
+    """``pairs_conditions2/``: a second set of pairs with conditions written out, weighted to
+    context partitions (training data only: ``pairs_conditions/test`` measures both); none of
+    its people is in ``pairs_conditions/``, ``pairs_changes/`` or a split."""
+    import json
+
+    from caap.conflict_graph.relations import RELATIONS
+
+    rows = [
+        json.loads(line)
+        for f in sorted((ROOT / "pairs_conditions2" / "train").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+    assert len(rows) >= 400
+    assert {r["relation"] for r in rows} <= set(RELATIONS)
+    assert all(r["a"].strip() and r["b"].strip() for r in rows)
+    counts = {rel: sum(r["relation"] == rel for r in rows) for rel in RELATIONS}
+    assert max(counts, key=lambda rel: counts[rel]) == "context_partition"
+    mine = {r["persona"] for r in rows}
+    for name in ("pairs_conditions", "pairs_changes"):
+        for part, others in _frozen_parts(name).items():
+            assert not mine & {r["persona"] for r in others}, (name, part)
+    for split in ("test", "train", "dev"):
+        assert not mine & _personas(split)
+
+
 def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
     """``pairs_changes/``: one life change against many earlier memories of the person, those it
     rules out and tempting ones it does not touch; ``test/`` frozen by checksum before anything
