@@ -413,21 +413,26 @@ def test_agreement_weight_shifts_the_edge_verdicts_odds_only_for_agreement(
         assert moved_ratio == pytest.approx(ratio, rel=1e-3)
 
 
+def _frozen_pairs(name: str) -> list[dict[str, str]]:
+    """The labelled pairs of a blind pair set's frozen ``test/`` files."""
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind" / name / "test"
+    return [
+        json.loads(line)
+        for f in sorted(root.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+
+
 def test_learned_layer_reads_which_memories_a_life_change_touches(embedder: object) -> None:
     """On the frozen blind change pairs (``pairs_changes/test``: a life change against earlier
     memories it rules out or replaces, and tempting ones it does not touch), the shipped layer
     ranks the first above the second: P(supersedes) + P(invalidates), the later memory the
     change. Weights that read a change as touching anything of the person (0.65, the layer
     before these pairs were written) fail."""
-    import json
-
-    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind/pairs_changes/test"
-    rows = [
-        json.loads(line)
-        for f in sorted(root.glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip()
-    ]
+    rows = _frozen_pairs("pairs_changes")
     layer = get_relation_layer("learned", embedder=embedder)
     verdicts = layer.relate(
         [(MemoryView("a", r["a"], order=2.0), MemoryView("b", r["b"], order=1.0)) for r in rows]
@@ -485,17 +490,9 @@ def test_learned_layer_reads_conditions_written_out_with_the_reader(embedder: ob
     written out, the same surface forms on both sides of the label), the pair model alone
     reads most conflicting pairs as agreeing (30 of 48); with the reader's reading multiplied
     in, fewer (24), without reading more agreeing pairs as conflicts than 7 of 51."""
-    import json
-
     from caap.conflict_graph.relations import CONFLICT_RELATIONS
 
-    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind/pairs_conditions/test"
-    rows = [
-        json.loads(line)
-        for f in sorted(root.glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip()
-    ]
+    rows = _frozen_pairs("pairs_conditions")
     layer = get_relation_layer("learned", embedder=embedder)
     views = [(MemoryView("a", r["a"]), MemoryView("b", r["b"])) for r in rows]
 
