@@ -12,7 +12,8 @@ probabilities: the packaged MiniLM as a cross-encoder over both texts,
 :mod:`caap.conflict_graph._pair_reader`) and the query risk (probability of high stakes).
 Facet *spans* (the source's name, the condition clause, absolute dates) are still read by the
 offline extractor, since the graph needs them as strings for sides and time order; whether two
-memories conflict and how is the pair model's call. Who a memory's claim comes from, as the
+memories conflict and how is the pair model's call, with the pair reader's own reading
+multiplied in (:data:`READER_BLEND`). Who a memory's claim comes from, as the
 guard's first-hand test needs it, is also read by the speaker head
 (:mod:`caap.conflict_graph._speaker`, ``caap/data/speaker_head.npz``) where it is sure.
 """
@@ -140,8 +141,8 @@ AGREE_WEIGHT = 4.0
 #: reader alone 7). Chosen on the macro F1 of the edge verdicts (the agreement factor in) over
 #: the 656 pairs ``caap relations train`` reads from blind dev, among 0, 0.25, 0.4, 0.5, 0.6,
 #: 0.75 and 1: 0.580, 0.586, 0.592, 0.588, 0.583, 0.578, 0.569 (``docs/benchmark.md``, "The
-#: pair reader's own reading in the verdicts"). The situation
-#: model reads the pair model's own probabilities, as it was fitted.
+#: pair reader's own reading in the verdicts"). The situation model reads the pair model's own
+#: probabilities, as it was fitted.
 READER_BLEND = 0.4
 
 _KEYS = (
@@ -348,7 +349,8 @@ class LearnedRelations:
         return _softmax(z + self._w["pair_b"]), x[:, -N_PAIR_TAIL:]
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
-        """One verdict per pair from the pair model (one batched forward pass)."""
+        """One verdict per pair from the pair model and the pair reader (:meth:`probabilities`;
+        one batched forward pass)."""
         texts = [(a.text, b.text) for a, b in pairs]
         probs = nested_values_read(self.probabilities(texts), texts)
         if self.agree_weight != 1.0:
