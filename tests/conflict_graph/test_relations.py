@@ -490,23 +490,14 @@ def test_learned_layer_reads_conditions_written_out_with_the_reader(embedder: ob
     written out, the same surface forms on both sides of the label), the pair model alone
     reads most conflicting pairs as agreeing (30 of 48); with the reader's reading multiplied
     in, fewer (24), without reading more agreeing pairs as conflicts than 7 of 51."""
-    from caap.conflict_graph.relations import CONFLICT_RELATIONS
+    from caap.conflict_graph._relations_train import evaluate_pairs
 
-    rows = _frozen_pairs("pairs_conditions")
+    root = Path(__file__).resolve().parents[2] / "caap/benchmark/data/blind/pairs_conditions/test"
     layer = get_relation_layer("learned", embedder=embedder)
-    views = [(MemoryView("a", r["a"]), MemoryView("b", r["b"])) for r in rows]
 
     def misread() -> tuple[int, int]:
-        got = [v.relation for v in layer.relate(views)]
-        conflict_as_agree = sum(
-            r["relation"] in CONFLICT_RELATIONS and g == "agree"
-            for r, g in zip(rows, got, strict=True)
-        )
-        agree_as_conflict = sum(
-            r["relation"] == "agree" and g in CONFLICT_RELATIONS
-            for r, g in zip(rows, got, strict=True)
-        )
-        return conflict_as_agree, agree_as_conflict
+        report = evaluate_pairs(root, layer, embedder=embedder)  # type: ignore[arg-type]
+        return report["conflict_read_as_agree"][0], report["agree_read_as_conflict"][0]
 
     with_reader = misread()
     layer.reader_blend = 0.0  # type: ignore[attr-defined]
