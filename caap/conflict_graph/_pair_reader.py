@@ -194,6 +194,24 @@ class PairReader:
             return np.stack([self._cache[k] for k in keys])
 
 
+def _training_device(torch: Any, name: str) -> Any:
+    """``name`` as a torch device that exists here, or a ValueError that says why not."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {name!r} is not a torch device name ({exc})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r}: torch sees no CUDA device on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+    elif dev.type != "cpu":
+        raise ValueError(f"device {name!r}: only cpu and cuda devices are supported")
+    return dev
+
+
 def train_pair_reader(
     train: Sequence[tuple[str, str, str]],
     out: str | Path,
@@ -206,18 +224,27 @@ def train_pair_reader(
     card: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     model_path: str | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Fit the adapters and head on ``train`` pairs ``(a, b, relation)`` and write ``out``
     (``.npz``) and its card (``.json``). Each pair is read in a random order each epoch
     (relations are symmetric here); classes are weighted by the inverse square root of
     their frequency. Returns the card (with dev macro F1 and per-relation recall when
-    ``dev`` is given). Deterministic for a seed on one machine.
+    ``dev`` is given). Deterministic for a seed on one machine and device.
+
+    ``device`` is where training runs (a torch device name: ``"cpu"``, ``"cuda"``,
+    ``"cuda:1"``); the weights written are the same format either way and are read on the
+    CPU. A GPU gives close, not identical, weights to the CPU's for the same seed.
+
+    Raises:
+        ValueError: no training pairs, or ``device`` is not a device torch can use here.
     """
     torch = _torch()
     from sklearn.metrics import f1_score
 
     if not train:
         raise ValueError("no training pairs")
+    dev_ = _training_device(torch, device)
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tok, enc = _base(model_path)
@@ -245,6 +272,8 @@ def train_pair_reader(
             adapters[f"{i}.{target}"] = ad
     dim = enc.config.hidden_size
     head = torch.nn.Linear(dim, len(RELATIONS))
+    enc.to(dev_)
+    head.to(dev_)
     params = [p for p in enc.parameters() if p.requires_grad] + list(head.parameters())
     index: dict[str, int] = {r: i for i, r in enumerate(RELATIONS)}
 
@@ -256,7 +285,7 @@ def train_pair_reader(
             truncation="longest_first",
             max_length=MAX_TOKENS,
             return_tensors="pt",
-        )
+        ).to(dev_)
         h = enc(**t).last_hidden_state
         m = t["attention_mask"].unsqueeze(-1).to(h.dtype)
         return head((h * m).sum(1) / m.sum(1))
@@ -264,7 +293,9 @@ def train_pair_reader(
     y = np.array([index[r] for _, _, r in train])
     counts = np.bincount(y, minlength=len(RELATIONS))
     weight = torch.tensor(
-        np.sqrt(len(y) / (len(RELATIONS) * np.maximum(counts, 1))), dtype=torch.float32
+        np.sqrt(len(y) / (len(RELATIONS) * np.maximum(counts, 1))),
+        dtype=torch.float32,
+        device=dev_,
     )
     loss_fn = torch.nn.CrossEntropyLoss(weight=weight)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
@@ -285,7 +316,7 @@ def train_pair_reader(
             batch = [(b, a, r) if rng.random() < 0.5 else (a, b, r) for a, b, r in batch]
             loss = loss_fn(
                 logits([a for a, _, _ in batch], [b for _, b, _ in batch]),
-                torch.tensor([index[r] for _, _, r in batch]),
+                torch.tensor([index[r] for _, _, r in batch], device=dev_),
             )
             opt.zero_grad()
             loss.backward()
@@ -301,12 +332,12 @@ def train_pair_reader(
             progress(f"epoch {epoch + 1}/{epochs} done ({time.monotonic() - start:.0f} s)")
     enc.eval()
     arrays: dict[str, Array] = {
-        "head_w": head.weight.detach().numpy().astype(np.float32),
-        "head_b": head.bias.detach().numpy().astype(np.float32),
+        "head_w": head.weight.detach().cpu().numpy().astype(np.float32),
+        "head_b": head.bias.detach().cpu().numpy().astype(np.float32),
     }
     for key, ad in adapters.items():
-        arrays[f"{key}.A"] = ad.A.detach().numpy().astype(np.float16).astype(np.float32)
-        arrays[f"{key}.B"] = ad.B.detach().numpy().astype(np.float16).astype(np.float32)
+        arrays[f"{key}.A"] = ad.A.detach().cpu().numpy().astype(np.float16).astype(np.float32)
+        arrays[f"{key}.B"] = ad.B.detach().cpu().numpy().astype(np.float16).astype(np.float32)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     half: dict[str, Any] = {k: v.astype(np.float16) for k, v in arrays.items()}
@@ -320,6 +351,7 @@ def train_pair_reader(
         "epochs": epochs,
         "lr": lr,
         "batch_size": batch_size,
+        "device": str(dev_),
         "train_pairs": len(train),
         "train_support": {r: int(counts[i]) for i, r in enumerate(RELATIONS)},
         **(card or {}),

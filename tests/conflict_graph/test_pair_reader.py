@@ -101,6 +101,28 @@ def test_training_writes_weights_a_reader_loads(tmp_path: Path) -> None:
         assert all(np.array_equal(x[k], y[k]) for k in x.files)
 
 
+def test_training_device_is_checked_before_anything_is_trained(tmp_path: Path) -> None:
+    """A device torch cannot use here is refused with the reason, and nothing is written;
+    an explicit ``cpu`` trains and says so on the card."""
+    import torch
+
+    train = [
+        ("Li swims on Mondays.", "Li goes swimming every Monday.", "agree"),
+        ("Li swims on Mondays.", "Li sold her bike.", "unrelated"),
+    ]
+    bad = ["tpu", "not a device"]
+    if not torch.cuda.is_available():
+        bad.append("cuda")
+    bad.append(f"cuda:{torch.cuda.device_count() + 3}")
+    for name in bad:
+        with pytest.raises(ValueError, match="device"):
+            train_pair_reader(train, tmp_path / "x.npz", epochs=1, device=name)
+    assert not (tmp_path / "x.npz").exists()
+    card = train_pair_reader(train, tmp_path / "c.npz", epochs=1, batch_size=2, device="cpu")
+    assert card["device"] == "cpu"
+    assert PairReader(tmp_path / "c.npz").probabilities([train[0][:2]]).shape == (1, len(RELATIONS))
+
+
 def test_train_reader_reads_pair_lines_and_refuses_unknown_relations(tmp_path: Path) -> None:
     data = tmp_path / "pairs"
     data.mkdir()
