@@ -1,6 +1,7 @@
 """The commit guard against a backbone that commits on everything.
 
-The guard (``caap/policy/_guard.py``) must stop an unjustified high-stakes commit whatever chose
+The replay itself is :func:`caap.benchmark.guard_stress.guard_stress`. The guard
+(``caap/policy/_guard.py``) must stop an unjustified high-stakes commit whatever chose
 it. This replays that worst case: for every high-risk instance of a TANGLE dataset (oracle
 presentation, seed 0), a decision that commits and cites the one, then the three, memories
 nearest the query (as a model reply might) goes through the guard over the offline analysis.
@@ -16,12 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from tqdm import tqdm
-
 from caap.benchmark.dataset import load_dataset
-from caap.benchmark.tracks import present
-from caap.models import Action, ConflictType, Decision, RiskTier
-from caap.policy._guard import apply_guard
+from caap.benchmark.guard_stress import guard_stress
 from caap.policy.policy import CaapPolicy
 
 
@@ -36,36 +33,16 @@ def main() -> None:
     paths = args.dataset or [
         f"caap/benchmark/data/blind/{s}/tangle" for s in ("dev", "extra", "train")
     ]
-    policy = CaapPolicy(relations=args.relations)
-    instances = [i for p in paths for i in load_dataset(p) if i.high_risk]
-    through: dict[int, list[str]] = {1: [], 3: []}
-    stood: dict[int, int] = {1: 0, 3: 0}
-    n_conflicts = sum(i.conflict_type != "NONE" for i in instances)
-    for inst in tqdm(instances, desc="guard stress", unit="inst"):
-        memories = list(present(inst, seed=0).memories)
-        analysis = policy.analyze(memories, inst.query)
-        for cite in (1, 3):
-            forced = Decision(
-                action=Action.COMMIT,
-                conflict_type=ConflictType.NONE,
-                evidence={"answer": analysis.relevant[:cite]},
-                risk=RiskTier.LOW,
-                rationale="a backbone committing on everything",
-            )
-            out = apply_guard(forced, analysis)
-            if out.action is Action.COMMIT:
-                if inst.conflict_type == "NONE":
-                    stood[cite] += 1
-                else:
-                    through[cite].append(inst.id)
-    n_controls = len(instances) - n_conflicts
-    print(f"{len(instances)} high-risk instances ({', '.join(paths)}), relations {args.relations}")
+    instances = [i for p in paths for i in load_dataset(p)]
+    r = guard_stress(instances, CaapPolicy(relations=args.relations), progress=True)
+    print(f"{r.instances} high-risk instances ({', '.join(paths)}), relations {args.relations}")
     for cite in (1, 3):
+        through = r.let_through[cite]
         print(
             f"commit citing the {cite} nearest: high-risk conflicts let through "
-            f"{len(through[cite])}/{n_conflicts}"
-            + (f" ({', '.join(through[cite])})" if args.ids and through[cite] else "")
-            + f"; high-risk controls left standing {stood[cite]}/{n_controls}"
+            f"{len(through)}/{r.conflicts}"
+            + (f" ({', '.join(through)})" if args.ids and through else "")
+            + f"; high-risk controls left standing {r.left_standing[cite]}/{r.controls}"
         )
 
 
