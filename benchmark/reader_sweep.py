@@ -29,41 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from caap.conflict_graph._pair_reader import PairReader
-from caap.conflict_graph._relations_train import load_corpus, train_reader
-from caap.conflict_graph.relations import CONFLICT_RELATIONS, RELATIONS
-
-DRINKING = [
-    "Ethan has a couple of beers on Friday nights when he has nothing scheduled the next day.",
-    "Ethan skips alcohol entirely when he has an early shift the following morning.",
-    "Ethan limits himself to one glass of wine when the next day only has afternoon meetings.",
-    "Ethan drinks heavily at weddings when he has taken the next day off.",
-]
+from caap.conflict_graph._relations_train import labelled_pairs, score_pair_readings, train_reader
+from caap.conflict_graph.relations import RELATIONS
+from tests.scenarios import DRINKING
 
 
 def read_alone(reader: PairReader, path: str) -> dict[str, Any]:
-    """The reader's most likely relation on every labelled pair under ``path``, scored."""
-    from sklearn.metrics import f1_score
-
-    pairs = [e for e in load_corpus(path).pairs if not e.derived]
+    """The reader's most likely relation on every labelled pair under ``path``, scored as
+    ``caap relations eval`` scores a layer's verdicts."""
+    pairs = labelled_pairs([path])
     if not pairs:
         raise SystemExit(f"--eval {path}: no labelled pairs")
     probs = reader.probabilities([(e.a, e.b) for e in pairs])
-    read = [RELATIONS[i] for i in probs.argmax(axis=1)]
-    gold = [e.relation for e in pairs]
-    present = [r for r in RELATIONS if r in gold]
-    both = list(zip(gold, read, strict=True))
-    return {
-        "pairs": len(pairs),
-        "macro_f1": float(f1_score(gold, read, labels=present, average="macro", zero_division=0)),
-        "agree_read_as_conflict": [
-            sum(g == "agree" and r in CONFLICT_RELATIONS for g, r in both),
-            gold.count("agree"),
-        ],
-        "conflict_read_as_agree": [
-            sum(g in CONFLICT_RELATIONS and r == "agree" for g, r in both),
-            sum(g in CONFLICT_RELATIONS for g in gold),
-        ],
-    }
+    return score_pair_readings(
+        [e.relation for e in pairs], [RELATIONS[i] for i in probs.argmax(axis=1)]
+    )
 
 
 def _named(values: list[str], flag: str) -> dict[str, str]:
@@ -93,9 +73,8 @@ def main() -> None:
     for (mix, paths), epochs, seed in itertools.product(mixes.items(), args.epochs, args.seeds):
         npz = out / f"{mix}_e{epochs}_s{seed}.npz"
         card_path = npz.with_suffix(".json")
-        if card_path.exists() and "reader_alone" in json.loads(card_path.read_text()):
-            card = json.loads(card_path.read_text())
-        else:
+        card = json.loads(card_path.read_text()) if card_path.exists() else {}
+        if "reader_alone" not in card:
             print(f"training {npz.name} on {args.device}", flush=True)
             card = train_reader(paths, npz, epochs=epochs, seed=seed, device=args.device)
             reader = PairReader(npz)

@@ -62,7 +62,9 @@ __all__ = [
     "Corpus",
     "add_relations_parser",
     "evaluate_pairs",
+    "labelled_pairs",
     "load_corpus",
+    "score_pair_readings",
     "train_reader",
     "train_relations",
 ]
@@ -979,12 +981,10 @@ def evaluate_pairs(
     Raises:
         ValueError: no labelled pair under ``data``.
     """
-    from sklearn.metrics import f1_score
-
     from caap.conflict_graph.relations import MemoryView
 
     paths = [data] if isinstance(data, (str, Path)) else list(data)
-    pairs = [e for p in paths for e in load_corpus(p).pairs if not e.derived]
+    pairs = labelled_pairs(paths)
     if not pairs:
         raise ValueError(f"no labelled pairs under {', '.join(str(p) for p in paths)}")
     # Each text as the graph shows it to a layer: its facets and its value's embedding.
@@ -1000,26 +1000,37 @@ def evaluate_pairs(
         )
 
     verdicts = layer.relate([(view(f"a{i}", e.a), view(f"b{i}", e.b)) for i, e in enumerate(pairs)])
-    gold = [e.relation for e in pairs]
-    read = [v.relation for v in verdicts]
+    return score_pair_readings([e.relation for e in pairs], [v.relation for v in verdicts])
+
+
+def labelled_pairs(paths: Sequence[str | Path]) -> list[PairExample]:
+    """The pairs labelled as such under ``paths`` (pair lines and the labelled pairs of TANGLE
+    instances; pairs a scenario or an instance only implies are left out)."""
+    return [e for p in paths for e in load_corpus(p).pairs if not e.derived]
+
+
+def score_pair_readings(gold: Sequence[str], read: Sequence[str]) -> dict[str, Any]:
+    """Labelled relations ``gold`` against the relations ``read``: ``pairs``, ``accuracy``,
+    ``macro_f1`` (over the relations present), ``recall`` (per relation: ``[read right,
+    labelled]``) and the two confusions that decide actions, ``agree_read_as_conflict`` and
+    ``conflict_read_as_agree``, each ``[count, of]``."""
+    from sklearn.metrics import f1_score
+
+    gold = list(gold)
+    both = list(zip(gold, read, strict=True))
     present = [r for r in RELATIONS if r in gold]
-    agree = [r == "agree" for r in gold]
-    conflict = [r in CONFLICT_RELATIONS for r in gold]
     return {
-        "pairs": len(pairs),
-        "accuracy": sum(g == r for g, r in zip(gold, read, strict=True)) / len(pairs),
+        "pairs": len(both),
+        "accuracy": sum(g == r for g, r in both) / len(both),
         "macro_f1": float(f1_score(gold, read, labels=present, average="macro", zero_division=0)),
-        "recall": {
-            rel: [sum(g == r == rel for g, r in zip(gold, read, strict=True)), gold.count(rel)]
-            for rel in present
-        },
+        "recall": {rel: [sum(g == r == rel for g, r in both), gold.count(rel)] for rel in present},
         "agree_read_as_conflict": [
-            sum(a and r in CONFLICT_RELATIONS for a, r in zip(agree, read, strict=True)),
-            sum(agree),
+            sum(g == "agree" and r in CONFLICT_RELATIONS for g, r in both),
+            gold.count("agree"),
         ],
         "conflict_read_as_agree": [
-            sum(c and r == "agree" for c, r in zip(conflict, read, strict=True)),
-            sum(conflict),
+            sum(g in CONFLICT_RELATIONS and r == "agree" for g, r in both),
+            sum(g in CONFLICT_RELATIONS for g in gold),
         ],
     }
 
