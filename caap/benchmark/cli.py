@@ -330,14 +330,17 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from caap.benchmark.validate import validate_dataset
+    from caap.benchmark.validate import is_stale_dataset, validate_dataset, validate_stale
 
-    problems = validate_dataset(_dataset(args.path))
+    path = _dataset(args.path)
+    stale = args.stale or (path is not None and is_stale_dataset(path))
+    problems = validate_stale(path) if stale else validate_dataset(path)
     for p in problems:
         print(p)
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
-    where = args.path or "shipped dataset"
+    kind = "stale scenarios" if stale else "dataset"
+    where = args.path or f"shipped {kind}"
     print(f"{where}: {errors} error(s), {warnings} warning(s)")
     return 1 if errors else 0
 
@@ -540,8 +543,17 @@ def add_tangle_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="also write the table to FILE")
     p.set_defaults(handler=_guarded(_cmd_summary))
 
-    p = sub.add_parser("validate", help="check a dataset's structure")
+    p = sub.add_parser(
+        "validate",
+        help="check a dataset's structure (TANGLE instances or stale-state scenarios, told "
+        "apart by their fields)",
+    )
     p.add_argument("path", nargs="?", metavar="PATH", help="default: the shipped set")
+    p.add_argument(
+        "--stale",
+        action="store_true",
+        help="read PATH (default: the shipped scenarios) as stale-state scenarios",
+    )
     p.set_defaults(handler=_guarded(_cmd_validate))
 
     p = sub.add_parser("ablation", help="distractor-noise ablation, paired by instance")

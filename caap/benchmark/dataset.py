@@ -166,9 +166,10 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, subject: str = "<instance>") -> str:
+    """The first validation error in one line: the field and what is wrong with it."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "<instance>"
+    loc = ".".join(str(p) for p in err["loc"]) or subject
     extra = f" (value {err['input']!r})" if err["type"] != "missing" and "input" in err else ""
     if err["type"] == "extra_forbidden":
         return f"unknown field {loc!r}"

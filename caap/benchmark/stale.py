@@ -23,6 +23,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from caap.benchmark.dataset import DatasetError, Persona
+from caap.benchmark.dataset import DatasetError, Persona, _describe, _files
 from caap.models import Action, Memory, Response
 
 __all__ = [
@@ -38,11 +39,13 @@ __all__ = [
     "ProbeResult",
     "ProbeScore",
     "ProbeTurn",
+    "StaleLine",
     "StaleProbe",
     "StaleReport",
     "StaleScenario",
     "StaleSession",
     "default_stale_path",
+    "iter_stale_lines",
     "load_stale_scenarios",
     "run_stale_probes",
     "score_probe",
@@ -156,32 +159,25 @@ def default_stale_path() -> Path:
     return Path(str(resources.files("caap.benchmark") / "data" / "stale"))
 
 
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "<scenario>"
-    if err["type"] == "extra_forbidden":
-        return f"unknown field {loc!r}"
-    extra = f" (value {err['input']!r})" if err["type"] != "missing" and "input" in err else ""
-    return f"field {loc!r}: {err['msg']}{extra}"
+@dataclass(frozen=True)
+class StaleLine:
+    """One non-blank line of a scenario file: where it is, and its scenario or its error."""
+
+    where: str
+    scenario: StaleScenario | None
+    error: str | None
+    raw_id: str | None
 
 
-def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenario]:
-    """Scenarios from a ``.jsonl`` file or a directory of them (default: the shipped set).
+def iter_stale_lines(path: str | Path | None = None) -> Iterator[StaleLine]:
+    """Every non-blank line of a file or directory (default: the shipped set), parsed and
+    validated, without stopping at the first bad one (the validator reports them all).
 
     Raises:
-        DatasetError: at the first bad line, naming the file, the line and the field.
+        DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
     """
     root = Path(path) if path is not None else default_stale_path()
-    if root.is_dir():
-        files = sorted(root.glob("*.jsonl"))
-        if not files:
-            raise DatasetError(f"{root}: directory has no .jsonl files")
-    elif root.exists():
-        files = [root]
-    else:
-        raise DatasetError(f"{root}: no such file or directory")
-    seen: dict[str, str] = {}
-    for f in files:
+    for f in _files(root):
         with f.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
@@ -190,19 +186,35 @@ def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenar
                 try:
                     raw = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from None
+                    yield StaleLine(where, None, f"not valid JSON ({exc.msg})", None)
+                    continue
                 if not isinstance(raw, dict):
-                    raise DatasetError(f"{where}: expected a JSON object per line")
+                    yield StaleLine(where, None, "expected a JSON object per line", None)
+                    continue
+                ident = raw.get("id") if isinstance(raw.get("id"), str) else None
                 try:
-                    sc = StaleScenario.model_validate(raw)
+                    yield StaleLine(where, StaleScenario.model_validate(raw), None, ident)
                 except ValidationError as exc:
-                    raise DatasetError(f"{where}: {_describe(exc)}") from None
-                if sc.id in seen:
-                    raise DatasetError(
-                        f"{where}: duplicate scenario id {sc.id!r} (first at {seen[sc.id]})"
-                    )
-                seen[sc.id] = where
-                yield sc
+                    yield StaleLine(where, None, _describe(exc, "<scenario>"), ident)
+
+
+def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenario]:
+    """Scenarios from a ``.jsonl`` file or a directory of them (default: the shipped set).
+
+    Raises:
+        DatasetError: at the first bad line, naming the file, the line and the field.
+    """
+    seen: dict[str, str] = {}
+    for line in iter_stale_lines(path):
+        if line.scenario is None:
+            raise DatasetError(f"{line.where}: {line.error}")
+        sc = line.scenario
+        if sc.id in seen:
+            raise DatasetError(
+                f"{line.where}: duplicate scenario id {sc.id!r} (first at {seen[sc.id]})"
+            )
+        seen[sc.id] = line.where
+        yield sc
 
 
 def load_stale_scenarios(path: str | Path | None = None) -> list[StaleScenario]:

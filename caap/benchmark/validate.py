@@ -8,6 +8,7 @@ still validates.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from caap.benchmark.dataset import Instance, default_dataset_path, iter_lines
+from caap.benchmark.stale import StaleScenario, iter_stale_lines
 
 __all__ = [
     "BACKGROUND_RANGE",
@@ -28,9 +30,12 @@ __all__ = [
     "Problem",
     "Severity",
     "check_instance",
+    "check_stale_scenario",
     "distinctive_words",
+    "is_stale_dataset",
     "validate_dataset",
     "validate_instances",
+    "validate_stale",
 ]
 
 Severity = Literal["error", "warning"]
@@ -340,3 +345,94 @@ def validate_dataset(path: str | Path | None = None) -> list[Problem]:
         )
     )
     return out
+
+
+def _mentions(texts: Sequence[str], terms: Sequence[str]) -> bool:
+    low = [t.lower() for t in texts]
+    return any(term.lower() in text for term in terms for text in low)
+
+
+def check_stale_scenario(scenario: StaleScenario, where: str | None = None) -> list[Problem]:
+    """What makes a valid stale scenario unscorable or too easy (warnings).
+
+    The scorer passes an answer that names the current state (any of ``current_terms``); an
+    answer is built from what the user said, so a current term that no ``update`` turn
+    contains can only be named by chance. A stale term no ``old`` turn contains names nothing
+    the history states, and an implicit-adaptation query that names the current state gives
+    the answer away.
+    """
+    out: list[Problem] = []
+
+    def warn(message: str) -> None:
+        out.append(Problem(severity="warning", message=message, instance=scenario.id, where=where))
+
+    turns = [t for s in scenario.sessions for t in s.turns]
+    updates = [t.content for t in turns if t.tag == "update"]
+    olds = [t.content for t in turns if t.tag == "old"]
+    if not _mentions(updates, scenario.current_terms):
+        warn(
+            f"no 'update' turn contains a current term {scenario.current_terms}: an answer "
+            "can name the current state only by chance"
+        )
+    if scenario.stale_terms and not _mentions(olds, scenario.stale_terms):
+        warn(f"no 'old' turn contains a stale term {scenario.stale_terms}")
+    implicit = scenario.probe("implicit_adaptation").query
+    if _mentions([implicit], scenario.current_terms):
+        warn("the implicit_adaptation query names the current state, which gives it away")
+    return out
+
+
+def validate_stale(path: str | Path | None = None) -> list[Problem]:
+    """Validate a ``.jsonl`` file or directory of stale-state scenarios (default: the shipped
+    set): every line that does not parse or fails the format (all of them, not only the
+    first), duplicate scenario ids (errors), and :func:`check_stale_scenario`'s warnings.
+
+    Raises:
+        DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
+    """
+    out: list[Problem] = []
+    seen: dict[str, str] = {}
+    for line in iter_stale_lines(path):
+        sc = line.scenario
+        if sc is None:
+            out.append(
+                Problem(
+                    severity="error",
+                    message=line.error or "invalid line",
+                    instance=line.raw_id,
+                    where=line.where,
+                )
+            )
+            continue
+        if sc.id in seen:
+            out.append(
+                Problem(
+                    severity="error",
+                    message=f"duplicate scenario id (first at {seen[sc.id]})",
+                    instance=sc.id,
+                    where=line.where,
+                )
+            )
+        seen.setdefault(sc.id, line.where)
+        out.extend(check_stale_scenario(sc, line.where))
+    return out
+
+
+def is_stale_dataset(path: str | Path) -> bool:
+    """Whether ``path`` holds stale-state scenarios rather than TANGLE instances: its first
+    line that is a JSON object has ``probes`` (a scenario's) and no ``memories`` (an
+    instance's)."""
+    root = Path(path)
+    files = sorted(root.glob("*.jsonl")) if root.is_dir() else [root]
+    for f in files:
+        if not f.is_file():
+            continue
+        with f.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(raw, dict):
+                    return "probes" in raw and "memories" not in raw
+    return False

@@ -76,6 +76,30 @@ def test_loader_names_the_line_and_field_of_a_bad_scenario(tmp_path: Path) -> No
         load_stale_scenarios(tmp_path / "missing.jsonl")
 
 
+def test_validator_reports_every_bad_scenario_and_what_cannot_be_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`caap tangle validate` tells a scenario file from a TANGLE one by its fields, reports
+    every bad line (the loader stops at the first), and warns where the judge-only terms name
+    nothing the history states."""
+    unnamed = _line(id="unnamed", current_terms=["Reykjavik"])  # no update turn says it
+    rows = [_line(), _line(id="x2", colour="red"), _line(kind="sideways"), unnamed, _line()]
+    f = _write(tmp_path, rows)
+    assert main(["tangle", "validate", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert "s.jsonl:2" in out and "unknown field 'colour'" in out
+    assert "s.jsonl:3" in out and "field 'kind'" in out
+    assert "duplicate scenario id" in out
+    assert "warning: unnamed" in out and "'Reykjavik'" in out
+    assert "3 error(s), 1 warning(s)" in out
+    # The same file without its bad lines validates, and is still read as scenarios.
+    g = _write(tmp_path, [_line(), unnamed])
+    assert main(["tangle", "validate", str(g)]) == 0
+    assert "0 error(s), 1 warning(s)" in capsys.readouterr().out
+    assert main(["tangle", "validate", "--stale"]) == 0
+    assert "shipped stale scenarios: 0 error(s)" in capsys.readouterr().out
+
+
 def _response(text: str, action: Action, cited: list[str]) -> Response:
     return Response(text=text, decision=Decision(action=action), cited_memory_ids=cited)
 
