@@ -52,6 +52,20 @@ def test_train2_is_frozen_and_shares_no_persona() -> None:
             assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
 
 
+def test_stale2_is_frozen_and_shares_no_persona() -> None:
+    """``stale2/`` was measured once as stale scenarios nothing on main was chosen on: it stays
+    as its writers left it, a quarter per style and half of each kind, personas its own."""
+    assert _present("stale2") == _listed("stale2"), "stale2 may not be edited"
+    mine = load_stale_scenarios(ROOT / "stale2" / "stale")
+    assert len(mine) == 48 and len({s.persona.id for s in mine}) == 48
+    assert sum(s.kind == "direct" for s in mine) == 24
+    assert {s.style for s in mine} == set(STYLES)
+    assert all(sum(s.style == style for s in mine) == 12 for style in STYLES)
+    for other in ("test", "train", "dev", "extra"):
+        theirs = {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+        assert not {s.persona.id for s in mine} & theirs
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
