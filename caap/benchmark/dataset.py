@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -166,6 +166,10 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+#: A model one line of a JSON Lines file is validated as.
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
 def _describe(exc: ValidationError, subject: str = "<instance>") -> str:
     """The first validation error in one line: the field and what is wrong with it."""
     err = exc.errors()[0]
@@ -186,10 +190,17 @@ class RawLine:
     raw_id: str | None
 
 
-def iter_lines(path: str | Path | None = None) -> Iterator[RawLine]:
-    """Every non-blank line of a file or directory (default: shipped set), parsed and
-    validated, without stopping at the first bad one (the validator reports them all)."""
-    root = Path(path) if path is not None else default_dataset_path()
+def _parsed_lines(
+    root: Path, model: type[ModelT], subject: str
+) -> Iterator[tuple[str, ModelT | None, str | None, str | None]]:
+    """Every non-blank line of a file or directory of JSON Lines, parsed and validated as
+    ``model``: ``(where, item or None, error or None, the line's id if it names one)``,
+    without stopping at the first bad line. ``subject`` names an item in errors that have no
+    field (``"<instance>"``).
+
+    Raises:
+        DatasetError: ``root`` does not exist or is a directory without ``.jsonl`` files.
+    """
     for f in _files(root):
         with f.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -199,16 +210,24 @@ def iter_lines(path: str | Path | None = None) -> Iterator[RawLine]:
                 try:
                     raw = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    yield RawLine(where, None, f"not valid JSON ({exc.msg})", None)
+                    yield where, None, f"not valid JSON ({exc.msg})", None
                     continue
                 if not isinstance(raw, dict):
-                    yield RawLine(where, None, "expected a JSON object per line", None)
+                    yield where, None, "expected a JSON object per line", None
                     continue
                 ident = raw.get("id") if isinstance(raw.get("id"), str) else None
                 try:
-                    yield RawLine(where, Instance.model_validate(raw), None, ident)
+                    yield where, model.model_validate(raw), None, ident
                 except ValidationError as exc:
-                    yield RawLine(where, None, _describe(exc), ident)
+                    yield where, None, _describe(exc, subject), ident
+
+
+def iter_lines(path: str | Path | None = None) -> Iterator[RawLine]:
+    """Every non-blank line of a file or directory (default: shipped set), parsed and
+    validated, without stopping at the first bad one (the validator reports them all)."""
+    root = Path(path) if path is not None else default_dataset_path()
+    for where, inst, error, ident in _parsed_lines(root, Instance, "<instance>"):
+        yield RawLine(where, inst, error, ident)
 
 
 def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:

@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from caap.benchmark.dataset import DatasetError, Persona, _describe, _files
+from caap.benchmark.dataset import DatasetError, Persona, _parsed_lines
 from caap.models import Action, Memory, Response
 
 __all__ = [
@@ -177,25 +177,8 @@ def iter_stale_lines(path: str | Path | None = None) -> Iterator[StaleLine]:
         DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
     """
     root = Path(path) if path is not None else default_stale_path()
-    for f in _files(root):
-        with f.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{f}:{lineno}"
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield StaleLine(where, None, f"not valid JSON ({exc.msg})", None)
-                    continue
-                if not isinstance(raw, dict):
-                    yield StaleLine(where, None, "expected a JSON object per line", None)
-                    continue
-                ident = raw.get("id") if isinstance(raw.get("id"), str) else None
-                try:
-                    yield StaleLine(where, StaleScenario.model_validate(raw), None, ident)
-                except ValidationError as exc:
-                    yield StaleLine(where, None, _describe(exc, "<scenario>"), ident)
+    for where, sc, error, ident in _parsed_lines(root, StaleScenario, "<scenario>"):
+        yield StaleLine(where, sc, error, ident)
 
 
 def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenario]:

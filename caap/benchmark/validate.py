@@ -306,6 +306,11 @@ def validate_instances(
     return out
 
 
+def _bad_line(error: str | None, raw_id: str | None, where: str) -> Problem:
+    """A line that does not parse or fails the format."""
+    return Problem(severity="error", message=error or "invalid line", instance=raw_id, where=where)
+
+
 def validate_dataset(path: str | Path | None = None) -> list[Problem]:
     """Validate a ``.jsonl`` file or directory of them (default: the shipped set).
 
@@ -324,14 +329,7 @@ def validate_dataset(path: str | Path | None = None) -> list[Problem]:
     where: list[str | None] = []
     for line in iter_lines(root):
         if line.instance is None:
-            out.append(
-                Problem(
-                    severity="error",
-                    message=line.error or "invalid line",
-                    instance=line.raw_id,
-                    where=line.where,
-                )
-            )
+            out.append(_bad_line(line.error, line.raw_id, line.where))
             continue
         instances.append(line.instance)
         where.append(line.where)
@@ -395,14 +393,7 @@ def validate_stale(path: str | Path | None = None) -> list[Problem]:
     for line in iter_stale_lines(path):
         sc = line.scenario
         if sc is None:
-            out.append(
-                Problem(
-                    severity="error",
-                    message=line.error or "invalid line",
-                    instance=line.raw_id,
-                    where=line.where,
-                )
-            )
+            out.append(_bad_line(line.error, line.raw_id, line.where))
             continue
         if sc.id in seen:
             out.append(
