@@ -235,6 +235,30 @@ def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -
         assert not (personas["train"] | personas["test"]) & _personas(split)
 
 
+def test_restatement_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
+    """``pairs_restatements/``: one earlier state against later memories of the person: the
+    state said again in passing, news on the topic that changes nothing, and the state
+    replaced; ``test/`` frozen by checksum before anything was fitted or measured, and no
+    persona in both parts, in another pair set or in a split."""
+    personas: dict[str, set[str]] = {}
+    for part, rows in _frozen_parts("pairs_restatements").items():
+        assert len(rows) >= 100
+        assert {"agree", "supersedes", "unrelated"} <= {r["relation"] for r in rows}
+        assert {r["style"] for r in rows} == set(STYLES)
+        anchors: dict[str, set[str]] = {}
+        for r in rows:
+            anchors.setdefault(r["group"], set()).add(r["a"])
+        assert all(len(a) == 1 for a in anchors.values())
+        personas[part] = {r["persona"] for r in rows}
+    assert not personas["train"] & personas["test"]
+    mine = personas["train"] | personas["test"]
+    for name in ("pairs_conditions", "pairs_changes"):
+        for others in _frozen_parts(name).values():
+            assert not mine & {r["persona"] for r in others}, name
+    for split in ("test", "train", "dev"):
+        assert not mine & _personas(split)
+
+
 def test_risk_items_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
     """``risk/``: questions beside remembered facts, labelled by what is at stake, half each in
     every part and the four styles in each; ``test/`` frozen by checksum before anything was
