@@ -7,12 +7,12 @@ field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -236,17 +236,36 @@ def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
     Raises:
         DatasetError: at the first bad line, naming the file, the line and the field.
     """
+    return _strict(((x.where, x.instance, x.error) for x in iter_lines(path)), "instance")
+
+
+class _Identified(Protocol):
+    """What the strict loader needs of an item: its id."""
+
+    @property
+    def id(self) -> str: ...
+
+
+ItemT = TypeVar("ItemT", bound=_Identified)
+
+
+def _strict(lines: Iterable[tuple[str, ItemT | None, str | None]], kind: str) -> Iterator[ItemT]:
+    """The items of parsed lines ``(where, item or None, error)``, raising at the first bad
+    line or repeated id (``kind`` names the item in the message).
+
+    Raises:
+        DatasetError: naming the file, the line and the field, or the first use of the id.
+    """
     seen: dict[str, str] = {}
-    for line in iter_lines(path):
-        if line.instance is None:
-            raise DatasetError(f"{line.where}: {line.error}")
-        inst = line.instance
-        if inst.id in seen:
+    for where, item, error in lines:
+        if item is None:
+            raise DatasetError(f"{where}: {error}")
+        if item.id in seen:
             raise DatasetError(
-                f"{line.where}: duplicate instance id {inst.id!r} (first at {seen[inst.id]})"
+                f"{where}: duplicate {kind} id {item.id!r} (first at {seen[item.id]})"
             )
-        seen[inst.id] = line.where
-        yield inst
+        seen[item.id] = where
+        yield item
 
 
 def load_dataset(path: str | Path | None = None) -> list[Instance]:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from caap.benchmark.dataset import DatasetError, Persona, _parsed_lines
+from caap.benchmark.dataset import Persona, _parsed_lines, _strict
 from caap.models import Action, Memory, Response
 
 __all__ = [
@@ -187,17 +187,7 @@ def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenar
     Raises:
         DatasetError: at the first bad line, naming the file, the line and the field.
     """
-    seen: dict[str, str] = {}
-    for line in iter_stale_lines(path):
-        if line.scenario is None:
-            raise DatasetError(f"{line.where}: {line.error}")
-        sc = line.scenario
-        if sc.id in seen:
-            raise DatasetError(
-                f"{line.where}: duplicate scenario id {sc.id!r} (first at {seen[sc.id]})"
-            )
-        seen[sc.id] = line.where
-        yield sc
+    return _strict(((x.where, x.scenario, x.error) for x in iter_stale_lines(path)), "scenario")
 
 
 def load_stale_scenarios(path: str | Path | None = None) -> list[StaleScenario]:

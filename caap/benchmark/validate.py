@@ -279,14 +279,7 @@ def validate_instances(
     owner: dict[str, str] = {}
     for inst, loc in zip(instances, locs, strict=True):
         if inst.id in seen:
-            out.append(
-                Problem(
-                    severity="error",
-                    message=f"duplicate instance id (first at {seen[inst.id]})",
-                    instance=inst.id,
-                    where=loc,
-                )
-            )
+            out.append(_duplicate("instance", inst.id, seen[inst.id], loc))
         seen.setdefault(inst.id, loc or inst.id)
         for s in inst.sessions:
             # Pipeline provenance names sessions by id: one id must mean one session.
@@ -304,6 +297,16 @@ def validate_instances(
     if counts is not None:
         out.extend(_count_problems(instances, counts))
     return out
+
+
+def _duplicate(kind: str, ident: str, first: str, where: str | None) -> Problem:
+    """An id used a second time (``first``: where it was used first)."""
+    return Problem(
+        severity="error",
+        message=f"duplicate {kind} id (first at {first})",
+        instance=ident,
+        where=where,
+    )
 
 
 def _bad_line(error: str | None, raw_id: str | None, where: str) -> Problem:
@@ -396,14 +399,7 @@ def validate_stale(path: str | Path | None = None) -> list[Problem]:
             out.append(_bad_line(line.error, line.raw_id, line.where))
             continue
         if sc.id in seen:
-            out.append(
-                Problem(
-                    severity="error",
-                    message=f"duplicate scenario id (first at {seen[sc.id]})",
-                    instance=sc.id,
-                    where=line.where,
-                )
-            )
+            out.append(_duplicate("scenario", sc.id, seen[sc.id], line.where))
         seen.setdefault(sc.id, line.where)
         out.extend(check_stale_scenario(sc, line.where))
     return out

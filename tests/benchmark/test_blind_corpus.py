@@ -168,6 +168,14 @@ def _frozen_parts(
     }
 
 
+def _one_anchor_per_group(rows: list[dict[str, Any]]) -> bool:
+    """Whether every line of each group has the same anchor ``a``."""
+    anchors: dict[str, set[str]] = {}
+    for r in rows:
+        anchors.setdefault(r["group"], set()).add(r["a"])
+    return all(len(a) == 1 for a in anchors.values())
+
+
 def test_condition_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -> None:
     """``pairs_conditions/``: pairs with conditions and times written out, on both sides of the
     label; its ``test/`` files are frozen by checksum (they were written before anything was
@@ -224,11 +232,7 @@ def test_change_pairs_are_labelled_split_by_persona_and_their_test_is_frozen() -
         assert len(rows) >= 100
         assert {r["relation"] for r in rows} == {"agree", "supersedes", "invalidates", "unrelated"}
         assert {r["style"] for r in rows} == set(STYLES)
-        # One change per group: every line of a group has the same anchor.
-        anchors: dict[str, set[str]] = {}
-        for r in rows:
-            anchors.setdefault(r["group"], set()).add(r["a"])
-        assert all(len(a) == 1 for a in anchors.values())
+        assert _one_anchor_per_group(rows)  # one change per group
         personas[part] = {r["persona"] for r in rows}
     assert not personas["train"] & personas["test"]
     for split in ("test", "train", "dev"):
@@ -245,10 +249,7 @@ def test_restatement_pairs_are_labelled_split_by_persona_and_their_test_is_froze
         assert len(rows) >= 100
         assert {"agree", "supersedes", "unrelated"} <= {r["relation"] for r in rows}
         assert {r["style"] for r in rows} == set(STYLES)
-        anchors: dict[str, set[str]] = {}
-        for r in rows:
-            anchors.setdefault(r["group"], set()).add(r["a"])
-        assert all(len(a) == 1 for a in anchors.values())
+        assert _one_anchor_per_group(rows)  # one earlier state per group
         personas[part] = {r["persona"] for r in rows}
     assert not personas["train"] & personas["test"]
     mine = personas["train"] | personas["test"]
