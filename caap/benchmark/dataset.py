@@ -236,7 +236,8 @@ def iter_dataset(path: str | Path | None = None) -> Iterator[Instance]:
     Raises:
         DatasetError: at the first bad line, naming the file, the line and the field.
     """
-    return _strict(((x.where, x.instance, x.error) for x in iter_lines(path)), "instance")
+    root = Path(path) if path is not None else default_dataset_path()
+    return _strict(_parsed_lines(root, Instance, "<instance>"), "instance")
 
 
 class _Identified(Protocol):
@@ -249,15 +250,17 @@ class _Identified(Protocol):
 ItemT = TypeVar("ItemT", bound=_Identified)
 
 
-def _strict(lines: Iterable[tuple[str, ItemT | None, str | None]], kind: str) -> Iterator[ItemT]:
-    """The items of parsed lines ``(where, item or None, error)``, raising at the first bad
-    line or repeated id (``kind`` names the item in the message).
+def _strict(
+    lines: Iterable[tuple[str, ItemT | None, str | None, str | None]], kind: str
+) -> Iterator[ItemT]:
+    """The items of :func:`_parsed_lines`'s lines, raising at the first bad line or repeated
+    id (``kind`` names the item in the message).
 
     Raises:
         DatasetError: naming the file, the line and the field, or the first use of the id.
     """
     seen: dict[str, str] = {}
-    for where, item, error in lines:
+    for where, item, error, _ in lines:
         if item is None:
             raise DatasetError(f"{where}: {error}")
         if item.id in seen:

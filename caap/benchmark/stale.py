@@ -187,7 +187,8 @@ def iter_stale_scenarios(path: str | Path | None = None) -> Iterator[StaleScenar
     Raises:
         DatasetError: at the first bad line, naming the file, the line and the field.
     """
-    return _strict(((x.where, x.scenario, x.error) for x in iter_stale_lines(path)), "scenario")
+    root = Path(path) if path is not None else default_stale_path()
+    return _strict(_parsed_lines(root, StaleScenario, "<scenario>"), "scenario")
 
 
 def load_stale_scenarios(path: str | Path | None = None) -> list[StaleScenario]:

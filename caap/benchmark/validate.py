@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from caap.benchmark.dataset import Instance, default_dataset_path, iter_lines
+from caap.benchmark.dataset import Instance, _files, default_dataset_path, iter_lines
 from caap.benchmark.stale import StaleScenario, iter_stale_lines
 
 __all__ = [
@@ -408,12 +408,12 @@ def validate_stale(path: str | Path | None = None) -> list[Problem]:
 def is_stale_dataset(path: str | Path) -> bool:
     """Whether ``path`` holds stale-state scenarios rather than TANGLE instances: its first
     line that is a JSON object has ``probes`` (a scenario's) and no ``memories`` (an
-    instance's)."""
-    root = Path(path)
-    files = sorted(root.glob("*.jsonl")) if root.is_dir() else [root]
-    for f in files:
-        if not f.is_file():
-            continue
+    instance's).
+
+    Raises:
+        DatasetError: ``path`` does not exist or is a directory without ``.jsonl`` files.
+    """
+    for f in _files(Path(path)):
         with f.open(encoding="utf-8") as fh:
             for line in fh:
                 try:

@@ -614,8 +614,9 @@ def test_guard_stress_refuses_what_it_cannot_replay(embedder: Any) -> None:
     from caap.benchmark.guard_stress import guard_stress
 
     policy = CaapPolicy(embedder=embedder)
-    everyday = [i for i in _development_sets() if not i.high_risk]
+    instances = _development_sets()
+    everyday = [i for i in instances if not i.high_risk]
     with pytest.raises(ValueError, match="no high-risk instance"):
         guard_stress(everyday, policy)
     with pytest.raises(ValueError, match="cites must be positive"):
-        guard_stress(_development_sets()[:1], policy, cites=(0,))
+        guard_stress(instances[:1], policy, cites=(0,))
