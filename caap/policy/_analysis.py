@@ -736,7 +736,10 @@ def _successor(
 
     def view(i: str) -> MemoryView:
         m = filled[i]
-        return MemoryView(id=m.id, text=m.text, source=m.source, order=when(i))
+        # What a turn states, not what it asks: a long turn that tells a new prescription and
+        # then asks for a recipe is read as the prescription.
+        text = stated_part(m.text) or m.text
+        return MemoryView(id=m.id, text=text, source=m.source, order=when(i))
 
     def replacing(pairs: list[tuple[str, str]]) -> list[tuple[float, float]]:
         """Per pair: the replacing share of the reading, and the largest other relation."""

@@ -72,3 +72,48 @@ def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     layer = _Scripted({})
     assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}) is None  # type: ignore[arg-type]
     assert layer.read == []
+
+
+class _ReadsText:
+    """A relation layer whose readings depend on the later memory's text as it is given."""
+
+    def __init__(self, table: dict[str, dict[str, float]]) -> None:
+        self.table = table
+        self.texts: set[str] = set()
+
+    def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
+        out = []
+        for a, b in pairs:
+            self.texts |= {a.text, b.text}
+            probs = dict.fromkeys(RELATIONS, 0.0)
+            probs.update(self.table.get(b.text, {"unrelated": 0.9, "agree": 0.1}))
+            top = max(probs, key=lambda r: probs[r])
+            out.append(PairVerdict(probs=probs, relation=top, confidence=probs[top]))  # type: ignore[arg-type]
+        return out
+
+
+def test_a_turn_is_read_for_what_it_states_not_what_it_asks() -> None:
+    # The new prescription is told in a turn that goes on to ask for a recipe; the reading of
+    # the turn as a whole would be of the recipe question, and a later side note would win.
+    texts = {
+        "old": "My GP started me on amlodipine.",
+        "change": "The doctor put me on losartan instead. Anyway, what can I make with rhubarb?",
+        "side_note": "The blood test came back fine.",
+        "question": "Is there an app to track prescriptions?",
+    }
+    when = {"old": 1, "change": 5, "side_note": 5, "question": 6}
+    filled = {
+        i: Memory(id=i, text=t, user_id="u", created_at=datetime(2024, when[i], 1, tzinfo=UTC))
+        for i, t in texts.items()
+    }
+    sims = {"old": 0.6, "change": 0.3, "side_note": 0.25, "question": 0.2}
+    layer = _ReadsText(
+        {
+            "The doctor put me on losartan instead.": {"supersedes": 0.7, "agree": 0.2},
+            "The blood test came back fine.": {"supersedes": 0.3, "unrelated": 0.6},
+        }
+    )
+    assert _successor(layer, filled, sims) == "change"  # type: ignore[arg-type]
+    # A turn that only asks is read as it is: there is no statement to read instead.
+    assert texts["question"] in layer.texts
+    assert texts["change"] not in layer.texts
