@@ -4,8 +4,9 @@ the nearest memories and followed along a chain of replacements."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from caap.conflict_graph.relations import RELATIONS, MemoryView, PairVerdict
 from caap.models import Memory
@@ -13,18 +14,23 @@ from caap.policy._analysis import _successor
 
 
 class _Scripted:
-    """A relation layer whose pair readings are given per (earlier id, later id)."""
+    """A relation layer whose pair readings are given per (earlier id, later id), or with
+    ``by_text`` per later memory's text as it is shown to the layer."""
 
-    def __init__(self, table: dict[tuple[str, str], dict[str, float]]) -> None:
+    def __init__(self, table: Mapping[Any, dict[str, float]], *, by_text: bool = False) -> None:
         self.table = table
+        self.by_text = by_text
         self.read: list[tuple[str, str]] = []
+        self.texts: set[str] = set()
 
     def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
         out = []
         for a, b in pairs:
             self.read.append((a.id, b.id))
+            self.texts |= {a.text, b.text}
+            key = b.text if self.by_text else (a.id, b.id)
             probs = dict.fromkeys(RELATIONS, 0.0)
-            probs.update(self.table.get((a.id, b.id), {"unrelated": 0.9, "agree": 0.1}))
+            probs.update(self.table.get(key, {"unrelated": 0.9, "agree": 0.1}))
             top = max(probs, key=lambda r: probs[r])
             out.append(PairVerdict(probs=probs, relation=top, confidence=probs[top]))  # type: ignore[arg-type]
         return out
@@ -74,24 +80,6 @@ def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     assert layer.read == []
 
 
-class _ReadsText:
-    """A relation layer whose readings depend on the later memory's text as it is given."""
-
-    def __init__(self, table: dict[str, dict[str, float]]) -> None:
-        self.table = table
-        self.texts: set[str] = set()
-
-    def relate(self, pairs: Sequence[tuple[MemoryView, MemoryView]]) -> list[PairVerdict]:
-        out = []
-        for a, b in pairs:
-            self.texts |= {a.text, b.text}
-            probs = dict.fromkeys(RELATIONS, 0.0)
-            probs.update(self.table.get(b.text, {"unrelated": 0.9, "agree": 0.1}))
-            top = max(probs, key=lambda r: probs[r])
-            out.append(PairVerdict(probs=probs, relation=top, confidence=probs[top]))  # type: ignore[arg-type]
-        return out
-
-
 def test_a_turn_is_read_for_what_it_states_not_what_it_asks() -> None:
     # The new prescription is told in a turn that goes on to ask for a recipe; the reading of
     # the turn as a whole would be of the recipe question, and a later side note would win.
@@ -107,11 +95,12 @@ def test_a_turn_is_read_for_what_it_states_not_what_it_asks() -> None:
         for i, t in texts.items()
     }
     sims = {"old": 0.6, "change": 0.3, "side_note": 0.25, "question": 0.2}
-    layer = _ReadsText(
+    layer = _Scripted(
         {
             "The doctor put me on losartan instead.": {"supersedes": 0.7, "agree": 0.2},
             "The blood test came back fine.": {"supersedes": 0.3, "unrelated": 0.6},
-        }
+        },
+        by_text=True,
     )
     assert _successor(layer, filled, sims) == "change"  # type: ignore[arg-type]
     # A turn that only asks is read as it is: there is no statement to read instead.
