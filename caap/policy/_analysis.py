@@ -734,17 +734,23 @@ def _successor(
         m = filled[i]
         return (m.observed_at or m.created_at).timestamp()
 
-    def view(i: str) -> MemoryView:
-        m = filled[i]
-        # What a turn states, not what it asks: a long turn that tells a new prescription and
-        # then asks for a recipe is read as the prescription.
-        text = stated_part(m.text) or m.text
-        return MemoryView(id=m.id, text=text, source=m.source, order=when(i))
+    # Each memory as the layer reads it, built once (a memory is in many of the pairs): what
+    # a turn states, not what it asks, so a long turn that tells a new prescription and then
+    # asks for a recipe is read as the prescription.
+    views = {
+        i: MemoryView(
+            id=filled[i].id,
+            text=stated_part(filled[i].text) or filled[i].text,
+            source=filled[i].source,
+            order=when(i),
+        )
+        for i in ranked
+    }
 
     def replacing(pairs: list[tuple[str, str]]) -> list[tuple[float, float]]:
         """Per pair: the replacing share of the reading, and the largest other relation."""
         out = []
-        for v in layer.relate([(view(a), view(b)) for a, b in pairs]):
+        for v in layer.relate([(views[a], views[b]) for a, b in pairs]):
             rep = sum(v.probs.get(r, 0.0) for r in _REPLACING)
             other = max((p for r, p in v.probs.items() if r not in _REPLACING), default=0.0)
             out.append((rep, other))
