@@ -20,6 +20,7 @@ __all__ = [
     "find_time",
     "has_change_cue",
     "has_return_cue",
+    "in_own_words",
     "mask_names",
     "normalize_source",
     "split_sentences",
@@ -452,6 +453,19 @@ def is_calendar_word(word: str) -> bool:
 #: about, not the user (blind train split: such texts never carry the user's name, and a
 #: lower bar took a provider, a child or a drug for the user in one chat in six).
 OWN_WORDS_SHARE = 0.15
+
+
+#: The user's own words: "I" (chat's lower-case "i" too, never "i.e."), "my", "me", "mine".
+_FIRST_PERSON = re.compile(r"\b(?:I|[Ii]['’](?:m|ve|d|ll)|[Mm]y|me|mine|myself)\b|\bi\b(?!\.\w)")
+
+
+def in_own_words(text: str) -> bool:
+    """Whether ``text`` is told in the user's own words (the first person).
+
+    Its "he" and "she" are then someone else, never the user: in "My mum is on warfarin and
+    she takes 5 mg", the dose is the mother's.
+    """
+    return _FIRST_PERSON.search(text) is not None
 
 
 def spoken_by_user(text: str) -> bool:

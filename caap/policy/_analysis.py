@@ -893,7 +893,14 @@ _FREQUENCY = "never|always|often|usually|still|also|just|only|sometimes|rarely|s
 
 
 def second_person(clause: str, subject: set[str]) -> str:
-    """Turn a third-person clause about the user into second person (best effort)."""
+    """Turn a clause about the user into second person (best effort).
+
+    A clause in the user's own words ("I", "my") has its first person written as "you"; its
+    "he" and "she" are someone else ("My mum is on warfarin and she takes 5 mg" is the
+    mother's dose, not the user's) and stay as written. A clause about the user in the third
+    person (no first person in it) has its third person written as "you".
+    """
+    own_words = _text.in_own_words(clause)
     out = _name_to_you(clause, subject)
     # First person, as memories taken from the user's own words read.
     # (chat writes the pronoun in lower case too: "i'm", "on solo weeks i basically live";
@@ -909,13 +916,16 @@ def second_person(clause: str, subject: set[str]) -> str:
     out = re.sub(r"\bmyself\b", "yourself", out)
     out = re.sub(r"\bme\b", "you", out)  # "the scooter gets me to Umeda"
     out = re.sub(r"\bmine\b", "yours", out)
-    out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
-    out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
-    # "her" is an object before punctuation or a word that cannot follow a possessive ("told
-    # her, years ago", "asked her to"); elsewhere it is possessive, like "his"
-    out = re.sub(rf"\bher\b(?!-)(?=\s*(?:[.,;:!?)]|$|\s(?:{_AFTER_AN_OBJECT})\b(?!-)))", "you", out)
-    out = re.sub(r"\b(?:his|her)\b", "your", out, flags=re.I)
-    out = re.sub(r"\b(?:himself|herself)\b", "yourself", out, flags=re.I)
+    if not own_words:
+        out = re.sub(r"\b(?:he|she|they)'s\b", "you're", out, flags=re.I)
+        out = re.sub(r"\b(?:he|she)\b", "you", out, flags=re.I)
+        # "her" is an object before punctuation or a word that cannot follow a possessive
+        # ("told her, years ago", "asked her to"); elsewhere it is possessive, like "his"
+        out = re.sub(
+            rf"\bher\b(?!-)(?=\s*(?:[.,;:!?)]|$|\s(?:{_AFTER_AN_OBJECT})\b(?!-)))", "you", out
+        )
+        out = re.sub(r"\b(?:his|her)\b", "your", out, flags=re.I)
+        out = re.sub(r"\b(?:himself|herself)\b", "yourself", out, flags=re.I)
 
     def fix(m: re.Match[str]) -> str:
         verb = m.group(3)

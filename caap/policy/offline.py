@@ -402,16 +402,14 @@ def _said(a: Analysis, memory_id: str, words: int) -> str:
 
     A turn that only asks the assistant something is quoted as it is, never restated as a
     fact; a turn that states and asks keeps only what it states. He/she/his/her become
-    "you"/"your" only in a memory about the user alone: in "Maya's record lists it as
-    contraindicated for her", "her" is Maya.
+    "you"/"your" only in a memory about the user alone, told in the third person: in "Maya's
+    record lists it as contraindicated for her", "her" is Maya; in "My mum asked me to call
+    her", told in the user's own words, "her" is the mother.
     """
     text = a.text(memory_id)
     clip = short(stated_part(text) or text, words)
-    mentions_user = bool(
-        re.search(r"\b(?:I|my|me|I'm|I've)\b", text)
-        or any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
-    )
-    if mentions_user and not _names_someone_else(a, text):
+    names_user = any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
+    if names_user and not _text.in_own_words(text) and not _names_someone_else(a, text):
         # "her" as an object ("contraindicated for her.") is "you", not "your".
         clip = _OBJECT_HER.sub("you", clip)
         return _you(a, clip)

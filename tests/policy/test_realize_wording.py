@@ -161,3 +161,25 @@ def test_a_note_that_names_its_source_is_not_labelled_your_own_account(
     assert "Your own account: Maya's pharmacy" not in resp.text, resp.text
     if "pharmacy" in resp.text:
         assert "Maya's pharmacy:" in resp.text, resp.text
+
+
+def test_someone_elses_dose_told_in_the_users_words_stays_theirs(
+    tmp_path: Path, embedder: Any
+) -> None:
+    # In the user's own words "she" is someone else: the mother's dose must not become "you
+    # take 5 mg", nor her call "call you".
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    user = "sam"
+    agent.remember_many(
+        [
+            "My mum is on warfarin and she takes 5 mg every evening.",
+            "My mum asked me to call her before the clinic on Thursdays.",
+            "I cycle to work most days.",
+        ],
+        user,
+    )
+    resp = agent.respond("How much warfarin does my mum take in the evening?", user)
+    agent.close()
+    assert "you take 5 mg" not in resp.text, resp.text
+    assert "call you" not in resp.text, resp.text
+    assert "she takes 5 mg" in resp.text, resp.text

@@ -81,3 +81,27 @@ def test_a_name_that_is_not_the_user_is_left_as_written(clause: str, subject: se
 )
 def test_her_as_an_object_is_you_and_as_a_possessive_your(clause: str, expected: str) -> None:
     assert second_person(clause, set()) == expected
+
+
+@pytest.mark.parametrize(
+    ("clause", "expected"),
+    [
+        # someone else's dose, told in the user's words, stays theirs
+        (
+            "My mum is on warfarin and she takes 5mg every evening.",
+            "your mum is on warfarin and she takes 5mg every evening.",
+        ),
+        (
+            "I paid Declan for the fortnight. He's had the Monday slot since the 8th.",
+            "you paid Declan for the fortnight. He's had the Monday slot since the 8th.",
+        ),
+        # chat's lower-case "i" is the user's own words too
+        (
+            "i think she's outgrown her ballet shoes",
+            "you think she's outgrown her ballet shoes",
+        ),
+        ("Nadia showed me her bruise.", "Nadia showed you her bruise."),
+    ],
+)
+def test_he_and_she_in_the_users_own_words_are_someone_else(clause: str, expected: str) -> None:
+    assert second_person(clause, set()) == expected
