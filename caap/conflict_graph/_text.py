@@ -469,9 +469,10 @@ def in_own_words(text: str) -> bool:
 
 
 def spoken_by_user(text: str) -> bool:
-    """True for an account in the user's own words (first person, not a question: a request
-    to the assistant is not an account of anything)."""
-    return _SPEAKER.search(text) is not None and not text.rstrip().endswith("?")
+    """True for an account in the user's own words (first person, chat's lower-case "i"
+    included, :func:`in_own_words`; not a question: a request to the assistant is not an
+    account of anything)."""
+    return in_own_words(text) and not text.rstrip().endswith("?")
 
 
 def name_tokens(text: str) -> set[str]:

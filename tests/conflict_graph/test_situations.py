@@ -217,6 +217,22 @@ def test_the_users_own_words_offer_no_name_for_the_user() -> None:
     assert _text.user_names_of(["Can you give me a recipe?", *told]) == {"Maya"}
 
 
+def test_chat_in_lower_case_is_the_users_own_words_too() -> None:
+    from caap.conflict_graph import _text
+
+    # A parent chatting in lower case about their daughter: "i" is the user, so the
+    # daughter's frequent name is never taken for the user (and written as "you").
+    chat = [
+        "bought Nadia bigger ballet shoes, size 31, she grows so fast",
+        "wed class runs 4-5.30 so i get home at 7 with Nadia",
+        "i'm so tired of the Kemang traffic",
+        "Nadia came home proud of her silat bruise lol",
+    ]
+    assert "Nadia" in _text.subject_names(chat)  # still masked from similarities
+    assert _text.user_names_of(chat) == set()
+    assert not _text.spoken_by_user("i.e. Nadia does ballet")
+
+
 class _Counting:
     """The real embedder, counting what it is asked to embed."""
 
