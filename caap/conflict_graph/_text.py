@@ -427,6 +427,9 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+#: The first person as the name counts (:func:`name_tokens`) read it: a capital "I" only. Those
+#: counts decide which names are masked from similarities and values, which the shipped
+#: weights were fitted with; :func:`in_own_words` (chat's "i" too) decides who "you" is.
 _SPEAKER = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|myself)\b")
 
 
