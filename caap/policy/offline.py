@@ -129,8 +129,9 @@ def _decide_offline(a: Analysis) -> Decision:
     expectation over how likely each reading is (:func:`choose_under_uncertainty`), with the
     graph's choice as a small prior; a commit the graph justified by a later confirmation, by
     the query naming the context or by the user's track record of the sources stands, and so
-    does the stale-state logic. The reading never turns an unresolved source contradiction the
-    graph typed into a commit.
+    does the stale-state logic. Its weakest reading, a change elsewhere that may stop a habit,
+    is weighed against the situation reading unless that too reads a stale state. The reading
+    never turns an unresolved source contradiction the graph typed into a commit.
     """
     d = _decide_graph(a)
     s = a.situation
@@ -153,6 +154,11 @@ def _decide_offline(a: Analysis) -> Decision:
         return d
     if d.action is Action.CLARIFY and a.conflict_type is ConflictType.NONE:
         return d  # nothing on record bears on the query: asking is the answer
+    if weak_stale and max(s.probs, key=lambda k: s.probs[k]) == "STALE":
+        # The reading agrees that a state went stale; it does not tell a stated replacement
+        # (act on the new state) from a dependency the layer inferred, so the graph's check
+        # stands rather than a commit on a replacement the change never stated.
+        return d
     high = a.risk is RiskTier.HIGH
     action = choose_under_uncertainty(s.probs, high_risk=high, graph_action=d.action)
     if action is Action.COMMIT and d.conflict_type is ConflictType.SCC:

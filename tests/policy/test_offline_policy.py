@@ -313,9 +313,13 @@ def test_a_weak_stale_reading_is_weighed_against_the_situation_reading(
     d = decide_offline(a)
     assert d.action in (Action.CONDITIONALIZE, Action.CLARIFY)
     assert d.conflict_type is ConflictType.CPC and "fits the likely readings" in d.rationale
-    # Read as a change: the habit stays on hold (checked, or planned around).
+    # Read as a change: the reading agrees with the graph's, and cannot tell a replacement
+    # the user stated from a dependency the layer inferred; the graph's check stands, not a
+    # commit on a replacement nobody stated.
     a.situation = SituationVerdict({"STALE": 0.8, "CPC": 0.1, "NONE": 0.1})
-    assert decide_offline(a).action in (Action.VERIFY, Action.COMMIT)
+    d = decide_offline(a)
+    assert d.action is Action.VERIFY and d.conflict_type is ConflictType.STALE
+    assert "fits the likely readings" not in d.rationale
 
 
 def test_propagated_invalidation_that_states_its_extent_commits(rules_policy: CaapPolicy) -> None:
