@@ -778,12 +778,12 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         _stale_timeline(a, d, r)
         return
     change_id, old_id = s.changes[0], s.old[0]
-    old = _you(a, short(a.text(old_id), 24))
+    old = _said(a, old_id, 24)
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
         shown = sorted(s.changes[:2], key=lambda i: _when(a, i))
         changes = "; ".join(
-            _you(a, short(a.text(i), CHANGE_WORDS))
+            _said(a, i, CHANGE_WORDS)
             + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
             for i in shown
         )
@@ -796,7 +796,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     told = [
         i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
     ]
-    change = "; ".join(_you(a, short(a.text(i), CHANGE_WORDS)) for i in told)
+    change = "; ".join(_said(a, i, CHANGE_WORDS) for i in told)
     dated = f" ({_month(when)})" if when else ""
     if s.premise:
         r.say(
@@ -817,7 +817,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         r.say(
             "The change came in with this"
             + (f" ({_month(first_when)})" if first_when else "")
-            + f": {_you(a, short(a.text(first), CHANGE_WORDS))}."
+            + f": {_said(a, first, CHANGE_WORDS)}."
         )
         told = [*told, first]
     old_when = a.memories[old_id].observed_at

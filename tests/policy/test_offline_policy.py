@@ -278,6 +278,29 @@ def test_a_question_about_the_current_state_is_not_treated_as_a_premise(
     assert "Portland" in r.text.split("\n")[0]
 
 
+def test_a_stale_answer_quotes_the_news_not_the_request_told_with_it(
+    rules_policy: CaapPolicy,
+) -> None:
+    import dataclasses
+
+    from caap.policy.offline import decide_offline, realize_offline
+
+    # Tests the rules layer's stale reading of these rules-tuned examples; the turn that
+    # reports the move then also asks for something, as chat turns do.
+    a = rules_policy.analyze(
+        _dated(STALE_HISTORY), "Recommend a good Seattle cafe near my place in Green Lake."
+    )
+    assert a.stale is not None and a.stale.changes[0] == "pdx"
+    asks = "Can you find me a quiet cafe near the new place?"
+    pdx = a.memories["pdx"]
+    a = dataclasses.replace(
+        a, memories={**a.memories, "pdx": pdx.model_copy(update={"text": f"{pdx.text} {asks}"})}
+    )
+    r = realize_offline(a, decide_offline(a))
+    assert "Portland" in r.text and "pdx" in r.cited_memory_ids
+    assert "quiet cafe" not in r.text, r.text  # the request is not restated as information
+
+
 def test_uncertain_propagated_invalidation_acts_on_the_current_state_and_verifies(
     rules_policy: CaapPolicy,
 ) -> None:
