@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from caap import Agent
-from caap.models import Action
+from caap.models import Action, Response
 from caap.policy._speech import is_request, stated_part
 
 # -- sentence form -------------------------------------------------------------------------------
@@ -141,23 +141,31 @@ def test_a_stored_request_is_not_restated_as_a_fact(tmp_path: Path, embedder: An
     assert "Noor has" not in resp.text
 
 
+def _respond(tmp_path: Path, embedder: Any, memories: list[str], query: str) -> Response:
+    """A fresh agent's answer to ``query`` over ``memories`` (one user)."""
+    agent = Agent(tmp_path / "d", embedder=embedder)
+    agent.remember_many(memories, "u")
+    try:
+        return agent.respond(query, "u")
+    finally:
+        agent.close()
+
+
 def test_a_note_that_names_its_source_is_not_labelled_your_own_account(
     tmp_path: Path, embedder: Any
 ) -> None:
     # The memories of examples/mem0_backend.py: the pharmacy note has no "says"/"according to".
-    agent = Agent(tmp_path / "d", embedder=embedder)
-    user = "maya-family"
-    agent.remember_many(
+    resp = _respond(
+        tmp_path,
+        embedder,
         [
             "Maya's clinic record lists ibuprofen as contraindicated for her.",
             "Maya's father says the pediatrician approved ibuprofen for her fevers last year.",
             "Maya's pharmacy shows repeated ibuprofen purchases this winter.",
             "Maya plays the cello in the school orchestra.",
         ],
-        user,
+        "Can I give Maya ibuprofen for her fever tonight?",
     )
-    resp = agent.respond("Can I give Maya ibuprofen for her fever tonight?", user)
-    agent.close()
     assert "Your own account: Maya's pharmacy" not in resp.text, resp.text
     if "pharmacy" in resp.text:
         assert "Maya's pharmacy:" in resp.text, resp.text
@@ -168,18 +176,16 @@ def test_someone_elses_dose_told_in_the_users_words_stays_theirs(
 ) -> None:
     # In the user's own words "she" is someone else: the mother's dose must not become "you
     # take 5 mg", nor her call "call you".
-    agent = Agent(tmp_path / "d", embedder=embedder)
-    user = "sam"
-    agent.remember_many(
+    resp = _respond(
+        tmp_path,
+        embedder,
         [
             "My mum is on warfarin and she takes 5 mg every evening.",
             "My mum asked me to call her before the clinic on Thursdays.",
             "I cycle to work most days.",
         ],
-        user,
+        "How much warfarin does my mum take in the evening?",
     )
-    resp = agent.respond("How much warfarin does my mum take in the evening?", user)
-    agent.close()
     assert "you take 5 mg" not in resp.text, resp.text
     assert "call you" not in resp.text, resp.text
     assert "she takes 5 mg" in resp.text, resp.text
