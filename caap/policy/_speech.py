@@ -21,8 +21,17 @@ _AUX = (
 )
 _SUBJECT = r"(?:i|you|we|he|she|it|they|there|this|that|these|those|my|your|our|the|a|an|any)"
 
-# "Can you ...", "Is the ...", "Does Ethan ..." (a name: capitalised, so matched case-sensitively).
-_INVERSION = re.compile(rf"^(?i:{_AUX})\s+(?:(?i:{_SUBJECT})\b|[A-Z][a-z]+\b)")
+# "Can you ...", "Is the ...", "Does Ethan ..." (a name: capitalised, so matched case-sensitively),
+# but not a name followed by a preposition, a time word, a number or punctuation: "Did Bolt on
+# Friday till 2am, cleared 160 quid" is a statement with its subject dropped, as chat writes.
+_AFTER_A_DROPPED_SUBJECT = (
+    r"(?:on|at|in|for|from|with|till|until|to|by|after|before|this|last|yesterday|today|"
+    r"tonight|again|all|\d)"
+)
+_INVERSION = re.compile(
+    rf"^(?i:{_AUX})\s+(?:(?i:{_SUBJECT})\b|[A-Z][a-z]+\b"
+    rf"(?!\s*[,.;:!]|\s*$|\s+(?i:{_AFTER_A_DROPPED_SUBJECT})\b))"
+)
 # "Where is ...", "What should ...", "Which wine goes ..." (but not "When I have ...").
 _WH_QUESTION = re.compile(
     rf"^(?:(?:when|where|why|who|whom)\s+{_AUX}|(?:what|which|whose|how)"

@@ -45,6 +45,9 @@ def test_questions_and_requests_are_recognised_by_form(sentence: str) -> None:
         "My doctor says no ibuprofen.",
         "Ethan drinks oat flat whites.",
         "What I like is green tea.",
+        # chat drops the subject: an auxiliary, then a name and where or when, is a statement
+        "Did Bolt on Friday 1 March from 7pm till 2am, cleared 160 quid.",
+        "Had Pilates at 7 again.",
     ],
 )
 def test_statements_are_kept(sentence: str) -> None:
