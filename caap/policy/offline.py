@@ -796,6 +796,11 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     told = [
         i for i in s.changes[:2] if i == change_id or (when and a.memories[i].observed_at == when)
     ]
+    if a.later_state is not None and a.later_state in a.memories:
+        # A later turn the layer reads as replacing the graph's change is the state as it now
+        # stands; the graph's change is then where it came in (quoted below).
+        change_id, told = a.later_state, [a.later_state]
+        when = a.memories[change_id].observed_at
     change = "; ".join(_said(a, i, CHANGE_WORDS) for i in told)
     dated = f" ({_month(when)})" if when else ""
     if s.premise:

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from caap.conflict_graph.relations import RELATIONS, MemoryView, PairVerdict
 from caap.models import Memory
-from caap.policy._analysis import _successor
+from caap.policy._analysis import _later_state, _successor
 
 
 class _Scripted:
@@ -36,6 +38,11 @@ class _Scripted:
         return out
 
 
+def _same_topic(memory_id: str) -> np.ndarray:
+    """Every memory's vector the same: all on one topic."""
+    return np.ones(4, dtype=np.float32) / 2.0
+
+
 def _memories(months: dict[str, int]) -> dict[str, Memory]:
     return {
         i: Memory(id=i, text=i, user_id="u", created_at=datetime(2024, m, 1, tzinfo=UTC))
@@ -55,7 +62,7 @@ def test_the_change_is_read_against_every_near_saying_of_the_old_state() -> None
             ("old_again", "side_note"): {"unrelated": 0.55, "temporal_change": 0.08},
         }
     )
-    assert _successor(layer, filled, sims) == "change"  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic) == "change"  # type: ignore[arg-type]
 
 
 def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
@@ -70,13 +77,13 @@ def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
             ("third", "aside"): {"invalidates": 0.3, "unrelated": 0.6},
         }
     )
-    assert _successor(layer, filled, sims) == "third"  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic) == "third"  # type: ignore[arg-type]
 
 
 def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     filled = _memories({"latest": 9, "older": 3})
     layer = _Scripted({})
-    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}) is None  # type: ignore[arg-type]
+    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) is None  # type: ignore[arg-type]
     assert layer.read == []
 
 
@@ -102,7 +109,45 @@ def test_a_turn_is_read_for_what_it_states_not_what_it_asks() -> None:
         },
         by_text=True,
     )
-    assert _successor(layer, filled, sims) == "change"  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic) == "change"  # type: ignore[arg-type]
     # A turn that only asks is read as it is: there is no statement to read instead.
     assert texts["question"] in layer.texts
     assert texts["change"] not in layer.texts
+
+
+def test_a_later_turn_replacing_the_graphs_change_is_the_state_as_it_stands() -> None:
+    # The graph linked the car sale to the carpool; a later turn reads as replacing the sale
+    # (the commute as it now is), and a side note after it does not.
+    filled = _memories({"carpool": 1, "sold": 4, "jeep": 5, "aside": 6})
+    sims = {"carpool": 0.6, "sold": 0.4, "jeep": 0.3, "aside": 0.2}
+    layer = _Scripted(
+        {
+            ("sold", "jeep"): {"temporal_change": 0.5, "agree": 0.3},
+            ("sold", "aside"): {"unrelated": 0.8},
+            ("jeep", "aside"): {"unrelated": 0.8},
+        }
+    )
+    assert _later_state(layer, filled, sims, "sold", _same_topic) == "jeep"  # type: ignore[arg-type]
+    # Nothing later read as replacing it: the graph's change stands.
+    quiet = _Scripted({("sold", "jeep"): {"agree": 0.6, "supersedes": 0.3}})
+    assert _later_state(quiet, filled, sims, "sold", _same_topic) is None  # type: ignore[arg-type]
+    # Nothing later than the change at all: no reading is asked for.
+    late = _Scripted({})
+    assert _later_state(late, filled, sims, "aside", _same_topic) is None  # type: ignore[arg-type]
+    assert late.read == []
+
+
+def test_a_later_turn_off_the_topic_never_replaces_the_state() -> None:
+    # The pair reading says the rainy-Saturday request replaces the pacemaker news; their
+    # vectors say it is about something else, so the chain stops at the news.
+    filled = _memories({"welding": 1, "pacemaker": 5, "rainy": 6})
+    sims = {"welding": 0.6, "pacemaker": 0.4, "rainy": 0.3}
+    layer = _Scripted({("pacemaker", "rainy"): {"supersedes": 0.7, "unrelated": 0.2}})
+    topic = {
+        "welding": np.array([1.0, 0.0], dtype=np.float32),
+        "pacemaker": np.array([0.98, 0.2], dtype=np.float32),
+        "rainy": np.array([0.0, 1.0], dtype=np.float32),
+    }
+    assert _later_state(layer, filled, sims, "pacemaker", topic.__getitem__) is None  # type: ignore[arg-type]
+    # On one topic, the same reading is followed.
+    assert _later_state(layer, filled, sims, "pacemaker", _same_topic) == "rainy"  # type: ignore[arg-type]
