@@ -121,9 +121,7 @@ def _stale_view(
     changes = {e.source_id for e in edges} - sup - inv
 
     def newest(i: str) -> tuple[float, float]:
-        m = memories[i]
-        when = m.observed_at or m.created_at
-        return (when.timestamp(), sims.get(i, 0.0))
+        return (memory_time(memories[i]), sims.get(i, 0.0))
 
     ordered = sorted(changes, key=newest, reverse=True)
     propagated_by = {e.source_id for e in edges if e.kind is EdgeKind.PROPAGATED_INVALIDATION}
@@ -513,7 +511,10 @@ def analyze(
         ),
         later_state=(
             _later_state(layer, filled, sims, stale.changes[0], view.vector)
-            if stale is not None and stale.changes and not stale.propagated and situation
+            if stale is not None
+            and stale.changes
+            and not stale.propagated
+            and situation is not None
             else None
         ),
         agreement=(
@@ -732,13 +733,14 @@ def _views(filled: Mapping[str, Memory], ids: Sequence[str]) -> dict[str, Memory
             id=filled[i].id,
             text=stated_part(filled[i].text) or filled[i].text,
             source=filled[i].source,
-            order=_when(filled[i]),
+            order=memory_time(filled[i]),
         )
         for i in ids
     }
 
 
-def _when(m: Memory) -> float:
+def memory_time(m: Memory) -> float:
+    """When a memory happened, as far as it says: observed, else stored (a timestamp)."""
     return (m.observed_at or m.created_at).timestamp()
 
 
@@ -775,12 +777,13 @@ def _follow(
     than as anything else, it is the newer state."""
     seen = {current}
     while True:
+        now, topic = memory_time(filled[current]), vector(current)
         later = [
             c
             for c in ranked
-            if _when(filled[c]) > _when(filled[current])
-            and c not in seen
-            and float(np.dot(vector(c), vector(current))) >= REPLACE_MIN_COSINE
+            if c not in seen
+            and memory_time(filled[c]) > now
+            and float(np.dot(vector(c), topic)) >= REPLACE_MIN_COSINE
         ]
         if not later:
             return current
@@ -810,7 +813,7 @@ def _successor(
     ranked = sorted(filled, key=lambda i: -sims[i])[:near]
     if not ranked:
         return None
-    when = {i: _when(filled[i]) for i in ranked}
+    when = {i: memory_time(filled[i]) for i in ranked}
     if not any(when[i] > when[ranked[0]] for i in ranked[1:]):
         return None
     views = _views(filled, ranked)
@@ -836,7 +839,7 @@ def _later_state(
     change to the state it replaces; a still later turn ("jeep + MRT with a gym bag" after
     the car was sold) may be the state as it now stands."""
     ranked = [i for i in sorted(filled, key=lambda i: -sims[i])[:near] if i != change]
-    if not any(_when(filled[i]) > _when(filled[change]) for i in ranked):
+    if not any(memory_time(filled[i]) > memory_time(filled[change]) for i in ranked):
         return None
     views = _views(filled, [change, *ranked])
     latest = _follow(layer, filled, views, ranked, change, vector)

@@ -16,7 +16,7 @@ import networkx as nx
 
 from caap.conflict_graph import _text
 from caap.models import Action, ConflictType, Decision, EdgeKind, Response, RiskTier
-from caap.policy._analysis import Analysis, is_self_source, second_person, short
+from caap.policy._analysis import Analysis, is_self_source, memory_time, second_person, short
 from caap.policy._speech import stated_part
 from caap.policy._uncertainty import choose_under_uncertainty
 
@@ -853,8 +853,7 @@ def _confirm_current_state(r: _Draft) -> None:
 
 
 def _when(a: Analysis, memory_id: str) -> float:
-    m = a.memories[memory_id]
-    return (m.observed_at or m.created_at).timestamp()
+    return memory_time(a.memories[memory_id])
 
 
 def _stale_propagated(a: Analysis, d: Decision, r: _Draft, change: str, habit: str) -> None:
