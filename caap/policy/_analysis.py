@@ -217,6 +217,10 @@ class Analysis:
     successor: str | None = None
     """When the situation reads as stale state: the later memory the layer reads as most
     likely replacing (or ruling out) the memory nearest the query."""
+    successor_rules_out: bool = False
+    """Whether the layer reads the :attr:`successor`'s first step as a change that rules the
+    earlier state out (``invalidates``) more than as a new value of it (``supersedes``,
+    ``temporal_change``): a dependency the layer inferred, whose extent nothing states."""
     later_state: str | None = None
     """For the graph's own stale reading of a replacement, when the layer reads situations: a
     later memory the layer reads as replacing the graph's newest change (the state as it now
@@ -487,6 +491,9 @@ def analyze(
         if cluster is not None and cluster.conflict_type is ConflictType.STALE
         else None
     )
+    successor, rules_out = (
+        _successor(layer, filled, sims, view.vector) if _reads_stale(situation) else (None, False)
+    )
     return Analysis(
         query=query,
         memories=filled,
@@ -506,9 +513,8 @@ def analyze(
         stale=stale,
         situation=situation,
         attributed=attributed,
-        successor=(
-            _successor(layer, filled, sims, view.vector) if _reads_stale(situation) else None
-        ),
+        successor=successor,
+        successor_rules_out=rules_out,
         later_state=(
             _later_state(layer, filled, sims, stale.changes[0], view.vector)
             if stale is not None
@@ -802,9 +808,11 @@ def _successor(
     vector: Callable[[str], npt.NDArray[np.float32]],
     near: int = 8,
     anchors: int = 3,
-) -> str | None:
+) -> tuple[str | None, bool]:
     """The latest state, among the ``near`` memories nearest the query, that the layer reads
-    as replacing what came before (``None`` when nothing nearby is later than the nearest).
+    as replacing what came before (``None`` when nothing nearby is later than the nearest),
+    and whether the layer reads its first step as ruling the earlier state out rather than
+    as a new value of it (:attr:`Analysis.successor_rules_out`).
 
     The first step takes the later memory the layer reads as most likely replacing one of
     the ``anchors`` nearest memories (an old state is often said more than once, and the
@@ -812,17 +820,25 @@ def _successor(
     is followed (:func:`_follow`)."""
     ranked = sorted(filled, key=lambda i: -sims[i])[:near]
     if not ranked:
-        return None
+        return None, False
     when = {i: memory_time(filled[i]) for i in ranked}
     if not any(when[i] > when[ranked[0]] for i in ranked[1:]):
-        return None
+        return None, False
     views = _views(filled, ranked)
     pairs = [(a, c) for a in ranked[:anchors] for c in ranked if when[c] > when[a]]
     scores: dict[str, float] = {}
-    for (_, c), (rep, _) in zip(pairs, _replacing(layer, views, pairs), strict=True):
-        scores[c] = max(scores.get(c, 0.0), rep)
+    step: dict[str, Mapping[str, float]] = {}
+    verdicts = layer.relate([(views[a], views[c]) for a, c in pairs])
+    for (_, c), v in zip(pairs, verdicts, strict=True):
+        rep = sum(v.probs.get(r, 0.0) for r in _REPLACING)
+        if c not in scores or rep > scores[c]:
+            scores[c], step[c] = rep, v.probs
     current = max(scores, key=lambda c: (scores[c], -ranked.index(c)))
-    return _follow(layer, filled, views, ranked, current, vector)
+    probs = step[current]
+    rules_out = probs.get("invalidates", 0.0) > probs.get("supersedes", 0.0) + probs.get(
+        "temporal_change", 0.0
+    )
+    return _follow(layer, filled, views, ranked, current, vector), rules_out
 
 
 def _later_state(

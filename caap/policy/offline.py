@@ -168,6 +168,12 @@ def _decide_offline(a: Analysis) -> Decision:
         return d
     top = max(s.probs, key=lambda k: s.probs[k])
     newest = top == "STALE" and action in (Action.COMMIT, Action.VERIFY)
+    rules_out = newest and action is Action.COMMIT and a.successor_rules_out
+    if rules_out:
+        # The layer reads the later memory as ruling the earlier state out, not as a new
+        # value of it: a dependency it inferred, whose extent nothing states. As with the
+        # graph's own propagated reading, that is checked, not committed on.
+        action = Action.VERIFY
     if action is d.action and not (newest and d.conflict_type is ConflictType.NONE):
         return d
     conflicting = {k: v for k, v in s.probs.items() if k not in ("NONE", "STALE")}
@@ -184,6 +190,8 @@ def _decide_offline(a: Analysis) -> Decision:
     reading = ", ".join(f"{k} {v:.2f}" for k, v in sorted(s.probs.items(), key=lambda kv: -kv[1]))
     evidence = d.evidence if d.evidence else {"answer": _answer(a)}
     missing = None if action is Action.COMMIT else _MISSING["STALE" if newest else leading]
+    if rules_out:
+        missing = "whether that change still rules this out, and for how long"
     return d.model_copy(
         update={
             "action": action,
@@ -191,7 +199,13 @@ def _decide_offline(a: Analysis) -> Decision:
             "evidence": evidence,
             "missing_information": d.missing_information or missing,
             "rationale": f"{action.value} fits the likely readings best (situation reading: "
-            f"{reading}; the graph alone chose {d.action.value}: {d.rationale})",
+            f"{reading}; the graph alone chose {d.action.value}: {d.rationale})"
+            + (
+                "; the layer reads the later memory as ruling the earlier state out, not as a "
+                "new value of it, so that is checked first"
+                if rules_out
+                else ""
+            ),
         }
     )
 
@@ -1015,6 +1029,7 @@ def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
     else:
         latest = max(near, key=lambda i: (_when(a, i), -near.index(i)))
     earlier = [i for i in near if i != latest and _when(a, i) <= _when(a, latest)][:2]
+    rules_out = a.successor_rules_out and latest == a.successor
     r.say(f"Going by the most recent thing on record: {_said(a, latest, 30)}.")
     r.cite([latest])
     if earlier:
@@ -1025,8 +1040,18 @@ def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
         )
         r.cite(earlier)
     if d.action is Action.VERIFY:
-        r.say("Because the stakes are high, I'd confirm the current state before acting on it.")
-        r.ask("Can you confirm the most recent information is still current?")
+        if d.risk is RiskTier.HIGH:
+            r.say("Because the stakes are high, I'd confirm the current state before acting on it.")
+            r.ask("Can you confirm the most recent information is still current?")
+        elif rules_out:
+            r.say(
+                "Your memories don't say how far that change goes or for how long, so I'd check "
+                "that before planning on the earlier note."
+            )
+            r.ask("Does that change still affect this, and for how long?")
+        else:
+            r.say("I'd confirm the current state before acting on it.")
+            r.ask("Can you confirm the most recent information is still current?")
         return
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
 

@@ -387,3 +387,38 @@ def test_a_plain_answer_rests_on_the_memories_that_corroborate_each_other(
     closed = edge.model_copy(update={"expired_at": edge.created_at})
     a = dataclasses.replace(a, cluster=cluster.model_copy(update={"edges": [closed]}))
     assert _answer(a) == ids[:3]  # a closed edge says nothing now
+
+
+def test_a_later_memory_read_as_ruling_the_old_state_out_is_checked_not_committed(
+    rules_policy: CaapPolicy,
+) -> None:
+    # The graph typed nothing; the situation reading says a later state replaced an earlier
+    # one. A new value of the state is acted on; a change the layer reads as ruling the
+    # earlier state out (a dependency it inferred, extent unstated) is checked first.
+    import dataclasses
+
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.policy.offline import decide_offline, realize_offline
+
+    rows = [
+        ("swim", "I swim at the lido every Saturday morning.", 2024, 3),
+        ("knee", "The physio says no kicking for a while after the knee op.", 2024, 9),
+    ]
+    a = rules_policy.analyze(_dated(rows), "Book my usual Saturday swim.")
+    a = dataclasses.replace(
+        a,
+        cluster=None,
+        stale=None,
+        resolution=None,
+        relevant=["swim", "knee"],
+        situation=SituationVerdict({"STALE": 0.8, "NONE": 0.2}),
+        successor="knee",
+        successor_rules_out=False,
+    )
+    assert decide_offline(a).action is Action.COMMIT
+    ruled_out = dataclasses.replace(a, successor_rules_out=True)
+    d = decide_offline(ruled_out)
+    assert d.action is Action.VERIFY and d.conflict_type is ConflictType.STALE
+    assert "ruling the earlier state out" in d.rationale
+    text = realize_offline(ruled_out, d).text
+    assert "how far that change goes" in text and "stakes are high" not in text

@@ -62,7 +62,8 @@ def test_the_change_is_read_against_every_near_saying_of_the_old_state() -> None
             ("old_again", "side_note"): {"unrelated": 0.55, "temporal_change": 0.08},
         }
     )
-    assert _successor(layer, filled, sims, _same_topic) == "change"  # type: ignore[arg-type]
+    # the step into the change reads as ruling the old state out more than as a new value
+    assert _successor(layer, filled, sims, _same_topic) == ("change", True)  # type: ignore[arg-type]
 
 
 def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
@@ -77,13 +78,14 @@ def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
             ("third", "aside"): {"invalidates": 0.3, "unrelated": 0.6},
         }
     )
-    assert _successor(layer, filled, sims, _same_topic) == "third"  # type: ignore[arg-type]
+    # a new value of the state, not a change that rules it out
+    assert _successor(layer, filled, sims, _same_topic) == ("third", False)  # type: ignore[arg-type]
 
 
 def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     filled = _memories({"latest": 9, "older": 3})
     layer = _Scripted({})
-    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) is None  # type: ignore[arg-type]
+    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) == (None, False)  # type: ignore[arg-type]
     assert layer.read == []
 
 
@@ -109,7 +111,7 @@ def test_a_turn_is_read_for_what_it_states_not_what_it_asks() -> None:
         },
         by_text=True,
     )
-    assert _successor(layer, filled, sims, _same_topic) == "change"  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic)[0] == "change"  # type: ignore[arg-type]
     # A turn that only asks is read as it is: there is no statement to read instead.
     assert texts["question"] in layer.texts
     assert texts["change"] not in layer.texts
