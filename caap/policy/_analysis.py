@@ -756,10 +756,14 @@ def _replacing(
     """Per pair: the replacing share of the layer's reading, and the largest other relation."""
     out = []
     for v in layer.relate([(views[a], views[b]) for a, b in pairs]):
-        rep = sum(v.probs.get(r, 0.0) for r in _REPLACING)
         other = max((p for r, p in v.probs.items() if r not in _REPLACING), default=0.0)
-        out.append((rep, other))
+        out.append((_replacing_share(v.probs), other))
     return out
+
+
+def _replacing_share(probs: Mapping[str, float]) -> float:
+    """How much of a pair reading says the later memory replaces or rules out the earlier."""
+    return sum(probs.get(r, 0.0) for r in _REPLACING)
 
 
 #: A later memory this far off the current state's topic (cosine of their vectors) does not
@@ -830,7 +834,7 @@ def _successor(
     step: dict[str, Mapping[str, float]] = {}
     verdicts = layer.relate([(views[a], views[c]) for a, c in pairs])
     for (_, c), v in zip(pairs, verdicts, strict=True):
-        rep = sum(v.probs.get(r, 0.0) for r in _REPLACING)
+        rep = _replacing_share(v.probs)
         if c not in scores or rep > scores[c]:
             scores[c], step[c] = rep, v.probs
     current = max(scores, key=lambda c: (scores[c], -ranked.index(c)))
