@@ -66,6 +66,19 @@ def test_stale2_is_frozen_and_shares_no_persona() -> None:
         assert not {s.persona.id for s in mine} & theirs
 
 
+def test_stale3_is_frozen_chatty_and_shares_no_persona() -> None:
+    """``stale3/`` (chat style only) was measured once as stale scenarios nothing on main was
+    chosen on: it stays as its writers left it, half of each kind, personas its own."""
+    assert _present("stale3") == _listed("stale3"), "stale3 may not be edited"
+    mine = load_stale_scenarios(ROOT / "stale3" / "stale")
+    assert len(mine) == 24 and len({s.persona.id for s in mine}) == 24
+    assert sum(s.kind == "direct" for s in mine) == 12
+    assert {s.style for s in mine} == {"chatty"}
+    for other in ("test", "train", "dev", "extra", "stale2"):
+        theirs = {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+        assert not {s.persona.id for s in mine} & theirs
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
