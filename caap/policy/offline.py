@@ -852,6 +852,10 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
 
 
+#: The question that asks whether the newest state on record still holds.
+_CONFIRM_CURRENT = "Can you confirm the most recent information is still current?"
+
+
 def _confirm_current_state(r: _Draft) -> None:
     """The high-stakes close of a replaced state: hold both notes until the current one is
     confirmed."""
@@ -859,7 +863,7 @@ def _confirm_current_state(r: _Draft) -> None:
         "Because the stakes are high, I wouldn't act on either note until the current state "
         "is confirmed with whoever holds the record."
     )
-    r.ask("Can you confirm the most recent information is still current?")
+    r.ask(_CONFIRM_CURRENT)
     r.say(
         "If it is, we go with the current state; if the earlier note still applies, we "
         "plan around that instead."
@@ -1040,18 +1044,18 @@ def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
         )
         r.cite(earlier)
     if d.action is Action.VERIFY:
-        if d.risk is RiskTier.HIGH:
-            r.say("Because the stakes are high, I'd confirm the current state before acting on it.")
-            r.ask("Can you confirm the most recent information is still current?")
-        elif rules_out:
+        if rules_out and d.risk is not RiskTier.HIGH:
             r.say(
                 "Your memories don't say how far that change goes or for how long, so I'd check "
                 "that before planning on the earlier note."
             )
             r.ask("Does that change still affect this, and for how long?")
         else:
-            r.say("I'd confirm the current state before acting on it.")
-            r.ask("Can you confirm the most recent information is still current?")
+            r.say(
+                ("Because the stakes are high, I" if d.risk is RiskTier.HIGH else "I")
+                + "'d confirm the current state before acting on it."
+            )
+            r.ask(_CONFIRM_CURRENT)
         return
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
 
