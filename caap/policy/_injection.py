@@ -17,6 +17,15 @@ Each sentence is also checked as decoded from the common text encodings an attac
 hide an instruction in (base64, hex, percent-encoding, HTML entities, ``\\uXXXX`` escapes, and
 rot13 when the decoding reads as English and the text does not), after Unicode normalisation
 (NFKC) and removal of invisible format characters (zero-width, bidi).
+
+A long sentence (at least twice :data:`WINDOW` words) is also read in overlapping windows of
+:data:`WINDOW` words. Text dictated by voice or typed in one breath has no full stops, so one
+"sentence" can carry both a piece of news and a request, or an instruction set inside chatter.
+Read whole, the instruction is diluted: of the robustness payloads set inside a run-on sentence
+between two chatty statements, the whole-sentence check caught 28 of 102. A window at
+:data:`WINDOW_THRESHOLD` flags the sentence; withholding it, only the words of its
+instruction-like windows are replaced, so "the signal in my shop is one bar ... please how do
+i write a message to my customers" keeps its news.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import dataclasses
 import html
 import json
 import re
@@ -43,6 +53,8 @@ from caap._embeddings import Embedder
 
 __all__ = [
     "PLACEHOLDER",
+    "WINDOW",
+    "WINDOW_THRESHOLD",
     "InjectionDetector",
     "decoded_views",
     "fit",
@@ -74,6 +86,14 @@ _COMMON_WORDS = frozenset(
     _WORD.findall("the and to of a in is it you your for that this with on not be are do all my me")
 )
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+#: Words per window when a long sentence is read in pieces (sentences of at least twice this).
+WINDOW = 8
+#: The probability at which one window alone flags a sentence the whole-sentence check passed;
+#: stricter than the sentence threshold, since a few words out of context read as an
+#: instruction more easily. Read off the corpus sentences of the blind train, dev, extra,
+#: stale2, stale3, train2 and guard sets: 4 of 2,881 long ordinary sentences have a window at
+#: 0.8 (53 at 0.5), against 57 of the 102 run-on payloads (85 at 0.5).
+WINDOW_THRESHOLD = 0.8
 #: At most this many characters of a text are examined (longer texts: the head and the tail).
 _MAX_CHARS = 4000
 
@@ -141,6 +161,20 @@ def _rot13_view(text: str) -> str | None:
     return s if _common_words(s) >= 2 and _common_words(s) > 2 * _common_words(text) else None
 
 
+def windows(sentence: str, size: int = WINDOW) -> list[tuple[int, int]]:
+    """Word spans ``(start, end)`` of the overlapping windows a long sentence is read in
+    (stride half a window, the last one flush with the end); none for a sentence shorter than
+    two windows."""
+    n = len(sentence.split())
+    if n < 2 * size:
+        return []
+    step = max(1, size // 2)
+    starts = list(range(0, n - size + 1, step))
+    if starts[-1] != n - size:
+        starts.append(n - size)
+    return [(i, i + size) for i in starts]
+
+
 def sentences(text: str) -> list[str]:
     """Split ``text`` into sentences (and lines); empty pieces dropped."""
     if len(text) > _MAX_CHARS:
@@ -156,6 +190,8 @@ class InjectionDetector:
         embedder: The sentence embedder; the learned check is used only when its model is the
             one the shipped weights were fitted for.
         threshold: Probability above which the learned check flags a sentence.
+        window_threshold: Probability at which one window of a long sentence flags it.
+        window: Words per window (:data:`WINDOW`); 0 reads every sentence only whole.
         weights: ``{"model": ..., "w": [...], "b": ...}`` to use instead of the shipped file.
     """
 
@@ -164,10 +200,16 @@ class InjectionDetector:
         embedder: Embedder | None,
         *,
         threshold: float = 0.5,
+        window_threshold: float = WINDOW_THRESHOLD,
+        window: int = WINDOW,
         weights: dict[str, Any] | None = None,
     ) -> None:
+        if window < 0:
+            raise ValueError(f"window must be 0 (off) or a number of words, not {window}")
         self.embedder = embedder
         self.threshold = threshold
+        self.window_threshold = window_threshold
+        self.window = window
         data = weights if weights is not None else _load_weights()
         self._w: npt.NDArray[np.float32] | None = None
         self._b = 0.0
@@ -176,7 +218,7 @@ class InjectionDetector:
             w = np.asarray(data.get("w", []), dtype=np.float32)
             if w.shape == (dim,) and _model_name(embedder) == data.get("model"):
                 self._w, self._b = w, float(data.get("b", 0.0))
-        self._cache: OrderedDict[str, bool] = OrderedDict()
+        self._cache: OrderedDict[str, _Reading] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     @property
@@ -195,9 +237,38 @@ class InjectionDetector:
 
     def flags(self, text: str) -> list[bool]:
         """For each sentence of ``text`` (see :func:`sentences`), whether it is instruction-like."""
+        return [r.flagged for r in self._read(sentences(text))]
+
+    def is_instruction(self, text: str) -> bool:
+        """True when any sentence of ``text`` reads as an instruction to the assistant."""
+        return any(self.flags(text))
+
+    def neutralize(self, text: str) -> str:
+        """``text`` with each instruction-like sentence replaced by :data:`PLACEHOLDER`; of a
+        long sentence without a role marker, only the words of its instruction-like windows
+        (the whole sentence when none of them is)."""
         parts = sentences(text)
-        out = [False] * len(parts)
-        todo: list[tuple[int, str]] = []
+        readings = self._read(parts)
+        if not any(r.flagged for r in readings):
+            return text
+        kept: list[str] = []
+        for part, r in zip(parts, readings, strict=True):
+            if not r.flagged:
+                kept.append(part)
+            elif r.withheld is None:
+                kept.append(PLACEHOLDER)
+            else:
+                kept.extend(_withhold(part.split(), r.withheld, self.window))
+        # Consecutive placeholders read as one.
+        out = [p for n, p in enumerate(kept) if not (p == PLACEHOLDER and n and kept[n - 1] == p)]
+        return " ".join(out)
+
+    def _read(self, parts: Sequence[str]) -> list[_Reading]:
+        """Each sentence's reading: flagged or not and, for a long one read in windows, which
+        of its words to withhold. One batched pass of the learned check over what is new."""
+        out: list[_Reading | None] = [None] * len(parts)
+        todo: list[tuple[int, int, str]] = []  # (sentence, window or -1 for the whole, view)
+        spans: dict[int, list[tuple[int, int]]] = {}
         for n, part in enumerate(parts):
             with self._cache_lock:
                 hit = self._cache.get(part)
@@ -206,39 +277,70 @@ class InjectionDetector:
                 continue
             views = decoded_views(part)
             if any(_ROLE_MARKER.search(v) for v in views):
-                out[n] = True
-                self._remember(part, True)
+                out[n] = reading = _Reading(True, None)
+                self._remember(part, reading)
                 continue
-            todo.extend((n, v) for v in views)
+            todo.extend((n, -1, v) for v in views)
+            words = normalize(part).split()
+            same = self.window and len(words) == len(part.split())
+            spans[n] = windows(part, self.window) if same else []
+            for k, (a, b) in enumerate(spans[n]):
+                todo.extend((n, k, v) for v in decoded_views(" ".join(words[a:b])))
         if todo:
-            probs = self.scores([v for _, v in todo])
-            for (n, _), p in zip(todo, probs, strict=True):
-                out[n] = out[n] or bool(p >= self.threshold)
-            for n in {n for n, _ in todo}:
-                self._remember(parts[n], out[n])
-        return out
+            probs = self.scores([v for _, _, v in todo])
+            whole: dict[int, bool] = {}
+            win: dict[tuple[int, int], float] = {}
+            for (n, k, v), p in zip(todo, probs, strict=True):
+                if k < 0:
+                    whole[n] = whole.get(n, False) or bool(p >= self.threshold)
+                else:
+                    marked = bool(_ROLE_MARKER.search(v))
+                    win[n, k] = max(win.get((n, k), 0.0), 1.0 if marked else float(p))
+            for n in whole:
+                scores = [win[n, k] for k in range(len(spans[n]))]
+                flagged = whole[n] or any(p >= self.window_threshold for p in scores)
+                pairs = zip(spans[n], scores, strict=True)
+                bad = [span for span, p in pairs if p >= self.threshold]
+                out[n] = reading = _Reading(flagged, tuple(bad) if flagged and bad else None)
+                self._remember(parts[n], reading)
+        return [r if r is not None else _Reading(False, None) for r in out]
 
-    def is_instruction(self, text: str) -> bool:
-        """True when any sentence of ``text`` reads as an instruction to the assistant."""
-        return any(self.flags(text))
-
-    def neutralize(self, text: str) -> str:
-        """``text`` with each instruction-like sentence replaced by :data:`PLACEHOLDER`."""
-        flags = self.flags(text)
-        if not any(flags):
-            return text
-        parts = sentences(text)
-        kept = [PLACEHOLDER if f else p for p, f in zip(parts, flags, strict=True)]
-        # Consecutive placeholders read as one.
-        out = [p for n, p in enumerate(kept) if not (p == PLACEHOLDER and n and kept[n - 1] == p)]
-        return " ".join(out)
-
-    def _remember(self, key: str, value: bool) -> None:
+    def _remember(self, key: str, value: _Reading) -> None:
         with self._cache_lock:
             self._cache[key] = value
             self._cache.move_to_end(key)
             while len(self._cache) > 4096:
                 self._cache.popitem(last=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """How one sentence reads: ``flagged`` as instruction-like; ``withheld``, for a long
+    sentence read in windows, the word spans to withhold (``None``: the whole sentence)."""
+
+    flagged: bool
+    withheld: tuple[tuple[int, int], ...] | None
+
+
+def _withhold(words: Sequence[str], spans: Sequence[tuple[int, int]], window: int) -> list[str]:
+    """The words with those in ``spans`` replaced by :data:`PLACEHOLDER`, as is every run of
+    kept words shorter than ``window`` (a fragment of an instruction reads as one)."""
+    bad = [False] * len(words)
+    for a, b in spans:
+        for i in range(a, min(b, len(words))):
+            bad[i] = True
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        j = i
+        while j < len(words) and bad[j] == bad[i]:
+            j += 1
+        if not bad[i] and j - i >= window:
+            out.append(" ".join(words[i:j]))
+        elif not out or out[-1] != PLACEHOLDER:
+            out.append(PLACEHOLDER)
+        i = j
+    return out
 
 
 def _model_name(embedder: Embedder) -> str:
