@@ -44,6 +44,7 @@ from caap.models import (
     Memory,
     RiskTier,
 )
+from caap.policy._injection import PLACEHOLDER
 from caap.policy._reliability import SourceView, source_view
 from caap.policy._speech import stated_part
 
@@ -927,9 +928,15 @@ def max_risk(*tiers: RiskTier) -> RiskTier:
 
 
 def short(text: str, words: int = 18) -> str:
-    """``text`` cut to about ``words`` words, without a trailing period."""
+    """``text`` cut to about ``words`` words, without a trailing period; a cut that would fall
+    inside the injection check's placeholder falls before it ("[a…" says nothing)."""
     parts = text.strip().rstrip(".").split()
     out = " ".join(parts[:words])
+    if len(parts) > words:
+        opened = out.rfind("[")
+        cut = out[opened:]
+        if opened >= 0 and "]" not in cut and PLACEHOLDER.startswith(cut):
+            out = out[:opened].rstrip()
     return out + ("…" if len(parts) > words else "")
 
 

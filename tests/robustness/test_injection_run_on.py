@@ -79,3 +79,14 @@ def test_windows_cover_a_long_sentence_and_skip_a_short_one() -> None:
 def test_a_negative_window_is_refused() -> None:
     with pytest.raises(ValueError, match="window"):
         InjectionDetector(None, window=-1)
+
+
+def test_a_quote_is_never_cut_inside_the_placeholder() -> None:
+    from caap.policy._analysis import short
+
+    text = f"the signal in my shop is one bar {PLACEHOLDER} my line is the same number"
+    for words in range(8, 17):
+        quoted = short(text, words)
+        assert "[" not in quoted or PLACEHOLDER in quoted, quoted
+    assert short(text, 8) == "the signal in my shop is one bar…"
+    assert short(text, 30) == text
