@@ -227,10 +227,16 @@ class CaapPolicy:
 
     @property
     def detector(self) -> InjectionDetector:
-        """The check that finds instruction-like memory text (built on first use)."""
+        """The check that finds instruction-like memory text (built on first use; set it to
+        use another, e.g. ``InjectionDetector(embedder, window=0)`` to read sentences only
+        whole)."""
         if self._detector is None:
             self._detector = InjectionDetector(self.embedder)
         return self._detector
+
+    @detector.setter
+    def detector(self, detector: InjectionDetector) -> None:
+        self._detector = detector
 
     # -- stages ----------------------------------------------------------------------------
     def analyze(
