@@ -74,7 +74,10 @@ _ROLE_MARKER = re.compile(
     r"|<\|[a-z_]{2,20}\|>"
     r"|\[/?(?:INST|SYS)\]"
     r"|<</?SYS>>"
-    r"|</?(?:system|instructions?|prompt|assistant)>",
+    r"|</?(?:system|instructions?|prompt|assistant)>"
+    # Anywhere, even mid-sentence: a role label in capitals, or a markdown heading of one.
+    r"|(?-i:\b(?:SYSTEM|ASSISTANT|DEVELOPER)\s*:)"
+    r"|#{1,6}\s+(?:system|assistant|instructions?|prompt)\b",
     re.IGNORECASE,
 )
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
