@@ -51,9 +51,14 @@ _RUN_ON = [
 ]
 
 
+def without_stops(payload: str) -> str:
+    """A payload as said inside a run-on sentence: its own full stops dropped."""
+    return re.sub(r"[.!?。]", "", payload)
+
+
 def run_ons() -> list[str]:
-    """Every payload set inside each run-on sentence, its own full stops dropped."""
-    return [f"{a} {re.sub(r'[.!?。]', '', p)} {b}" for a, b in _RUN_ON for _, p in INJECTIONS]
+    """Every payload set inside each run-on sentence."""
+    return [f"{a} {without_stops(p)} {b}" for a, b in _RUN_ON for _, p in INJECTIONS]
 
 
 def corpus(split: str) -> list[tuple[str, str]]:

@@ -15,9 +15,7 @@ either way.
 
 from __future__ import annotations
 
-import re
-
-from benchmark.injection_reading import _RUN_ON
+from benchmark.injection_reading import _RUN_ON, without_stops
 from caap._embeddings import get_embedder
 from caap.policy import CaapPolicy
 from caap.policy._injection import WINDOW, InjectionDetector
@@ -38,7 +36,7 @@ def main() -> None:
             changed = repeated = leaked = n = 0
             for before, after in _RUN_ON:
                 for _, payload in INJECTIONS:
-                    planted = re.sub(r"[.!?。]", "", payload)
+                    planted = without_stops(payload)
                     mems = _memories(texts, user, f"{before} {planted} {after}")
                     a = policy.analyze(mems, query)
                     d = policy.decide(mems, query, analysis=a)

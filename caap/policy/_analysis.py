@@ -831,14 +831,13 @@ def _successor(
         return None, False
     views = _views(filled, ranked)
     pairs = [(a, c) for a in ranked[:anchors] for c in ranked if when[c] > when[a]]
-    scores: dict[str, float] = {}
+    # Per later memory, the reading of its most replacing step from an anchor.
     step: dict[str, Mapping[str, float]] = {}
     verdicts = layer.relate([(views[a], views[c]) for a, c in pairs])
     for (_, c), v in zip(pairs, verdicts, strict=True):
-        rep = _replacing_share(v.probs)
-        if c not in scores or rep > scores[c]:
-            scores[c], step[c] = rep, v.probs
-    current = max(scores, key=lambda c: (scores[c], -ranked.index(c)))
+        if c not in step or _replacing_share(v.probs) > _replacing_share(step[c]):
+            step[c] = v.probs
+    current = max(step, key=lambda c: (_replacing_share(step[c]), -ranked.index(c)))
     probs = step[current]
     rules_out = probs.get("invalidates", 0.0) > probs.get("supersedes", 0.0) + probs.get(
         "temporal_change", 0.0
