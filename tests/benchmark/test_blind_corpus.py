@@ -79,6 +79,28 @@ def test_stale3_is_frozen_chatty_and_shares_no_persona() -> None:
         assert not {s.persona.id for s in mine} & theirs
 
 
+def test_dev2_is_frozen_control_heavy_and_shares_no_persona() -> None:
+    """``dev2/`` was measured once as data nothing on main was chosen on: it stays as its
+    writers left it, 160 instances (a third controls, ten per style and type mix) and 24 chat
+    stale scenarios, personas its own."""
+    assert _present("dev2") == _listed("dev2"), "dev2 may not be edited"
+    instances = load_dataset(ROOT / "dev2" / "tangle")
+    assert len(instances) == 160
+    assert sum(i.conflict_type == "NONE" for i in instances) == 56
+    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 24
+    assert all(sum(i.style == style for i in instances) == 40 for style in STYLES)
+    scenarios = load_stale_scenarios(ROOT / "dev2" / "stale")
+    assert len(scenarios) == 24 and {s.style for s in scenarios} == {"chatty"}
+    assert sum(s.kind == "direct" for s in scenarios) == 12
+    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
+    assert len(mine) == 80 + 24
+    for other in ("test", "train", "dev", "extra", "guard", "guard2", "train2"):
+        if (ROOT / other / "tangle").is_dir():
+            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
+    for other in ("test", "train", "dev", "extra", "stale2", "stale3"):
+        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
