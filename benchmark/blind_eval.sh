@@ -5,7 +5,8 @@
 # stay in the report files under OUT_DIR. Do not open the test split's data or its reports'
 # instance rows: look at test failures only by class (see shared EVALUATION.md).
 #
-# Usage: benchmark/blind_eval.sh OUT_DIR [SPLIT]     SPLIT: test (default), dev or train
+# Usage: benchmark/blind_eval.sh OUT_DIR [SPLIT]     SPLIT: test (default), or any split with a
+#        tangle/ folder (dev, dev2, extra, train2, ...; stale/ is probed where it exists)
 # Environment:
 #   RELATIONS  relation layers to compare (default "rules learned"; empty: none; "llm" needs a model, see
 #              docs/llm.md)
