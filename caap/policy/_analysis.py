@@ -222,6 +222,12 @@ class Analysis:
     """Whether the layer reads the :attr:`successor`'s first step as a change that rules the
     earlier state out (``invalidates``) more than as a new value of it (``supersedes``,
     ``temporal_change``): a dependency the layer inferred, whose extent nothing states."""
+    changes_read: list[str] = field(default_factory=list)
+    """When the memories read as a stale state (the graph's reading or the situation's): the
+    later memories, among those nearest the query, that the layer reads as replacing an
+    earlier state (:data:`TOLD_MIN`), in time order. A change is often told over several
+    turns (the new employer named in one, the first salary in the next), and the answer
+    quotes the ones it has not already quoted."""
     later_state: str | None = None
     """For the graph's own stale reading of a replacement, when the layer reads situations: a
     later memory the layer reads as replacing the graph's newest change (the state as it now
@@ -492,9 +498,13 @@ def analyze(
         if cluster is not None and cluster.conflict_type is ConflictType.STALE
         else None
     )
-    successor, rules_out = (
-        _successor(layer, filled, sims, view.vector) if _reads_stale(situation) else (None, False)
+    successor, rules_out, told = (
+        _successor(layer, filled, sims, view.vector)
+        if _reads_stale(situation)
+        else (None, False, [])
     )
+    if stale is not None and stale.old and situation is not None:
+        told = [*told, *_told_changes(layer, filled, sims, stale.old[0])]
     return Analysis(
         query=query,
         memories=filled,
@@ -516,6 +526,7 @@ def analyze(
         attributed=attributed,
         successor=successor,
         successor_rules_out=rules_out,
+        changes_read=sorted(dict.fromkeys(told), key=lambda i: memory_time(filled[i])),
         later_state=(
             _later_state(layer, filled, sims, stale.changes[0], view.vector)
             if stale is not None
@@ -813,11 +824,12 @@ def _successor(
     vector: Callable[[str], npt.NDArray[np.float32]],
     near: int = 8,
     anchors: int = 3,
-) -> tuple[str | None, bool]:
+) -> tuple[str | None, bool, list[str]]:
     """The latest state, among the ``near`` memories nearest the query, that the layer reads
     as replacing what came before (``None`` when nothing nearby is later than the nearest),
-    and whether the layer reads its first step as ruling the earlier state out rather than
-    as a new value of it (:attr:`Analysis.successor_rules_out`).
+    whether the layer reads its first step as ruling the earlier state out rather than
+    as a new value of it (:attr:`Analysis.successor_rules_out`), and every later memory it
+    reads as replacing one of the anchors (:func:`_reads_as_change`).
 
     The first step takes the later memory the layer reads as most likely replacing one of
     the ``anchors`` nearest memories (an old state is often said more than once, and the
@@ -825,10 +837,10 @@ def _successor(
     is followed (:func:`_follow`)."""
     ranked = sorted(filled, key=lambda i: -sims[i])[:near]
     if not ranked:
-        return None, False
+        return None, False, []
     when = {i: memory_time(filled[i]) for i in ranked}
     if not any(when[i] > when[ranked[0]] for i in ranked[1:]):
-        return None, False
+        return None, False, []
     views = _views(filled, ranked)
     pairs = [(a, c) for a in ranked[:anchors] for c in ranked if when[c] > when[a]]
     # Per later memory, the reading of its most replacing step from an anchor.
@@ -842,7 +854,46 @@ def _successor(
     rules_out = probs.get("invalidates", 0.0) > probs.get("supersedes", 0.0) + probs.get(
         "temporal_change", 0.0
     )
-    return _follow(layer, filled, views, ranked, current, vector), rules_out
+    told = [c for c in step if _reads_as_change(step[c])]
+    return _follow(layer, filled, views, ranked, current, vector), rules_out, told
+
+
+#: The replacing share of a pair reading from which the later memory is quoted as part of the
+#: change (:attr:`Analysis.changes_read`): more likely than not, and above any other relation.
+TOLD_MIN = 0.5
+
+
+def _reads_as_change(probs: Mapping[str, float]) -> bool:
+    """Whether a pair reading says the later memory replaces the earlier one more likely than
+    not (:data:`TOLD_MIN`) and more than it says anything else."""
+    share = _replacing_share(probs)
+    other = max((p for r, p in probs.items() if r not in _REPLACING), default=0.0)
+    return share >= TOLD_MIN and share > other
+
+
+def _told_changes(
+    layer: RelationLayer,
+    filled: Mapping[str, Memory],
+    sims: Mapping[str, float],
+    old: str,
+    near: int = 8,
+) -> list[str]:
+    """For the graph's stale reading: the later memories among the ``near`` nearest the query
+    that the layer reads as replacing the graph's old state ``old``
+    (:func:`_reads_as_change`)."""
+    if old not in filled:
+        return []
+    start = memory_time(filled[old])
+    later = [
+        i
+        for i in sorted(filled, key=lambda i: -sims[i])[:near]
+        if i != old and memory_time(filled[i]) > start
+    ]
+    if not later:
+        return []
+    views = _views(filled, [old, *later])
+    verdicts = layer.relate([(views[old], views[c]) for c in later])
+    return [c for c, v in zip(later, verdicts, strict=True) if _reads_as_change(v.probs)]
 
 
 def _later_state(

@@ -795,7 +795,8 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     old = _said(a, old_id, 24)
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
-        shown = sorted(s.changes[:2], key=lambda i: _when(a, i))
+        shown = s.changes[:2]
+        shown = sorted([*shown, *_also_told(a, shown)], key=lambda i: _when(a, i))
         changes = "; ".join(
             _said(a, i, CHANGE_WORDS)
             + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
@@ -839,6 +840,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
             + f": {_said(a, first, CHANGE_WORDS)}."
         )
         told = [*told, first]
+    told = [*told, *_say_also_told(a, r, [*told, *s.old])]
     old_when = a.memories[old_id].observed_at
     r.say(
         "That replaces the earlier note"
@@ -850,6 +852,40 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         _confirm_current_state(r)
         return
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
+
+
+#: How many more turns read as part of a change a stale answer quotes
+#: (:attr:`Analysis.changes_read`).
+ALSO_TOLD = 2
+
+
+def _also_told(a: Analysis, quoted: list[str]) -> list[str]:
+    """Up to :data:`ALSO_TOLD` memories the layer read as part of the change
+    (:attr:`Analysis.changes_read`) that the answer does not quote yet and that state
+    something, in time order."""
+    return [
+        i for i in a.changes_read if i not in quoted and i in a.memories and stated_part(a.text(i))
+    ][:ALSO_TOLD]
+
+
+def _say_also_told(a: Analysis, r: _Draft, quoted: list[str]) -> list[str]:
+    """Quote and cite :func:`_also_told`'s memories in one sentence; returns them. A change is
+    often told over several turns (the new employer named in one, the first salary in the
+    next): whichever turn the answer takes as the latest, the one naming the new state is
+    then quoted too."""
+    also = _also_told(a, quoted)
+    if also:
+        r.say(
+            "Also on record about that change: "
+            + "; ".join(
+                _said(a, i, CHANGE_WORDS)
+                + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
+                for i in also
+            )
+            + "."
+        )
+        r.cite(also)
+    return also
 
 
 #: The question that asks whether the newest state on record still holds.
@@ -1032,10 +1068,13 @@ def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
         latest = a.successor
     else:
         latest = max(near, key=lambda i: (_when(a, i), -near.index(i)))
-    earlier = [i for i in near if i != latest and _when(a, i) <= _when(a, latest)][:2]
     rules_out = a.successor_rules_out and latest == a.successor
     r.say(f"Going by the most recent thing on record: {_said(a, latest, 30)}.")
     r.cite([latest])
+    also = _say_also_told(a, r, [latest])
+    earlier = [
+        i for i in near if i != latest and i not in also and _when(a, i) <= _when(a, latest)
+    ][:2]
     if earlier:
         r.say(
             "That may replace what was said before ("

@@ -12,7 +12,7 @@ import numpy as np
 
 from caap.conflict_graph.relations import RELATIONS, MemoryView, PairVerdict
 from caap.models import Memory
-from caap.policy._analysis import _later_state, _successor
+from caap.policy._analysis import _later_state, _successor, _told_changes
 
 
 class _Scripted:
@@ -63,7 +63,7 @@ def test_the_change_is_read_against_every_near_saying_of_the_old_state() -> None
         }
     )
     # the step into the change reads as ruling the old state out more than as a new value
-    assert _successor(layer, filled, sims, _same_topic) == ("change", True)  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic)[:2] == ("change", True)  # type: ignore[arg-type]
 
 
 def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
@@ -79,13 +79,17 @@ def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
         }
     )
     # a new value of the state, not a change that rules it out
-    assert _successor(layer, filled, sims, _same_topic) == ("third", False)  # type: ignore[arg-type]
+    assert _successor(layer, filled, sims, _same_topic)[:2] == ("third", False)  # type: ignore[arg-type]
+    # every later memory read as replacing an anchor is kept for the answer to quote; the
+    # aside, read as unrelated more than as a change, is not
+    told = _successor(layer, filled, sims, _same_topic)[2]  # type: ignore[arg-type]
+    assert sorted(told) == ["second", "third"]
 
 
 def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     filled = _memories({"latest": 9, "older": 3})
     layer = _Scripted({})
-    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) == (None, False)  # type: ignore[arg-type]
+    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) == (None, False, [])  # type: ignore[arg-type]
     assert layer.read == []
 
 
@@ -153,3 +157,21 @@ def test_a_later_turn_off_the_topic_never_replaces_the_state() -> None:
     assert _later_state(layer, filled, sims, "pacemaker", topic.__getitem__) is None  # type: ignore[arg-type]
     # On one topic, the same reading is followed.
     assert _later_state(layer, filled, sims, "pacemaker", _same_topic) == "rainy"  # type: ignore[arg-type]
+
+
+def test_the_turns_read_as_replacing_the_graphs_old_state_are_the_change_told() -> None:
+    # The new employer is named in one turn, the first salary in the next; a trip in between
+    # reads as unrelated, and a turn from before the old state is never read against it.
+    filled = _memories({"before": 1, "old": 2, "named": 4, "trip": 5, "salary": 6})
+    sims = {"before": 0.3, "old": 0.7, "named": 0.5, "trip": 0.4, "salary": 0.2}
+    layer = _Scripted(
+        {
+            ("old", "named"): {"supersedes": 0.55, "unrelated": 0.3},
+            ("old", "trip"): {"supersedes": 0.4, "unrelated": 0.5},
+            ("old", "salary"): {"supersedes": 0.3, "invalidates": 0.25, "agree": 0.4},
+        }
+    )
+    assert _told_changes(layer, filled, sims, "old") == ["named", "salary"]  # type: ignore[arg-type]
+    assert ("old", "before") not in layer.read and ("before", "old") not in layer.read
+    # Outside the nearest memories nothing is read.
+    assert _told_changes(layer, filled, sims, "old", near=2) == ["named"]  # type: ignore[arg-type]

@@ -131,6 +131,45 @@ def test_a_stale_reading_answers_from_the_later_state_and_names_it_history() -> 
     assert "says otherwise" not in r.text
 
 
+
+def test_a_stale_answer_also_quotes_the_turn_that_named_the_change() -> None:
+    from datetime import UTC, datetime
+
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import Memory, RiskTier
+    from caap.policy._analysis import Analysis
+    from caap.policy.offline import decide_offline, realize_offline
+
+    def m(i: str, text: str, month: int) -> Memory:
+        return Memory(id=i, text=text, user_id="u", created_at=datetime(2024, month, 10, tzinfo=UTC))
+
+    mems = {
+        "old": m("old", "The Thoughtworks cafeteria has ragi dosa on Fridays now.", 1),
+        "named": m("named", "My new manager at Zerodha put a sync on my calendar at 7pm.", 3),
+        "salary": m("salary", "First salary from the fintech place came in today.", 5),
+        "asks": m("asks", "Can you suggest a nifty index fund?", 5),
+    }
+    base = dict(
+        query="Which company am I working at?",
+        memories=mems,
+        cluster=None,
+        relevant=["old", "salary", "named", "asks"],
+        relevance={"old": 0.6, "salary": 0.4, "named": 0.35, "asks": 0.1},
+        risk=RiskTier.LOW,
+        situation=SituationVerdict({"STALE": 0.7, "NONE": 0.2, "BOC": 0.1}),
+        successor="salary",
+    )
+    a = Analysis(**base, changes_read=["named", "salary", "asks"])  # type: ignore[arg-type]
+    r = realize_offline(a, decide_offline(a))
+    assert "Zerodha" in r.text and "named" in r.cited_memory_ids
+    # the turn that names the change is quoted as the change, not as what it replaces
+    assert r.text.index("Zerodha") < r.text.index("may replace")
+    assert "index fund" not in r.text  # a turn that only asks states nothing to quote
+    # Without the reading, the answer quotes only the latest turn.
+    plain = realize_offline(Analysis(**base), decide_offline(Analysis(**base)))  # type: ignore[arg-type]
+    assert "named" not in plain.cited_memory_ids or "Zerodha" not in plain.text.split("may replace")[0]
+
+
 def test_an_agreeing_reading_never_commits_over_a_typed_source_contradiction() -> None:
     from caap.models import ConflictCluster, ConflictType
     from caap.policy.offline import decide_offline
