@@ -89,7 +89,8 @@ def test_a_chain_of_replacements_ends_at_the_newest_state() -> None:
 def test_nothing_later_than_the_nearest_memory_has_no_successor() -> None:
     filled = _memories({"latest": 9, "older": 3})
     layer = _Scripted({})
-    assert _successor(layer, filled, {"latest": 0.8, "older": 0.4}, _same_topic) == (None, False, [])  # type: ignore[arg-type]
+    sims = {"latest": 0.8, "older": 0.4}
+    assert _successor(layer, filled, sims, _same_topic) == (None, False, [])  # type: ignore[arg-type]
     assert layer.read == []
 
 

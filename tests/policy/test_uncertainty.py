@@ -131,7 +131,6 @@ def test_a_stale_reading_answers_from_the_later_state_and_names_it_history() -> 
     assert "says otherwise" not in r.text
 
 
-
 def test_a_stale_answer_also_quotes_the_turn_that_named_the_change() -> None:
     from datetime import UTC, datetime
 
@@ -141,7 +140,8 @@ def test_a_stale_answer_also_quotes_the_turn_that_named_the_change() -> None:
     from caap.policy.offline import decide_offline, realize_offline
 
     def m(i: str, text: str, month: int) -> Memory:
-        return Memory(id=i, text=text, user_id="u", created_at=datetime(2024, month, 10, tzinfo=UTC))
+        when = datetime(2024, month, 10, tzinfo=UTC)
+        return Memory(id=i, text=text, user_id="u", created_at=when)
 
     mems = {
         "old": m("old", "The Thoughtworks cafeteria has ragi dosa on Fridays now.", 1),
@@ -167,7 +167,8 @@ def test_a_stale_answer_also_quotes_the_turn_that_named_the_change() -> None:
     assert "index fund" not in r.text  # a turn that only asks states nothing to quote
     # Without the reading, the answer quotes only the latest turn.
     plain = realize_offline(Analysis(**base), decide_offline(Analysis(**base)))  # type: ignore[arg-type]
-    assert "named" not in plain.cited_memory_ids or "Zerodha" not in plain.text.split("may replace")[0]
+    change_part = plain.text.split("may replace")[0]
+    assert "named" not in plain.cited_memory_ids or "Zerodha" not in change_part
 
 
 def test_an_agreeing_reading_never_commits_over_a_typed_source_contradiction() -> None:
