@@ -796,7 +796,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     if s.propagated:
         # Every change that reaches the habit, oldest first, each with its date.
         shown = s.changes[:2]
-        shown = sorted([*shown, *_also_told(a, shown)], key=lambda i: _when(a, i))
+        shown = sorted([*shown, *_also_told(a, [*shown, old_id])], key=lambda i: _when(a, i))
         changes = "; ".join(
             _said(a, i, CHANGE_WORDS)
             + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
@@ -840,7 +840,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
             + f": {_said(a, first, CHANGE_WORDS)}."
         )
         told = [*told, first]
-    told = [*told, *_say_also_told(a, r, [*told, *s.old])]
+    told = [*told, *_say_also_told(a, r, [*told, old_id])]
     old_when = a.memories[old_id].observed_at
     r.say(
         "That replaces the earlier note"

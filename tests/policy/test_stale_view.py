@@ -154,3 +154,52 @@ def test_the_change_that_brought_the_new_state_is_quoted_beside_the_latest() -> 
     assert "queue went round the block" in r.text and "Menya Kaze" in r.text
     assert r.text.index("queue") < r.text.index("Menya Kaze")  # the latest first
     assert {"new", "later"} <= set(r.cited_memory_ids)
+
+
+def test_a_turn_the_graph_took_for_an_old_state_but_read_as_the_change_is_quoted() -> None:
+    # The June turn names the new doctor; the graph reads the July turn (her receptionist) as
+    # invalidating it, so it lists it among the old states, while the layer reads it as
+    # replacing the old doctor. The answer quotes only the first old state as history, so it
+    # quotes the June turn as part of the change, not nowhere.
+    june = datetime(2024, 6, 8, tzinfo=UTC)
+    july = datetime(2024, 7, 1, tzinfo=UTC)
+    mems = {
+        "owusu": _mem("owusu", "Dr Owusu at Ridge wants me back in 3 months.", OLD_DAY, 0),
+        "asante": _mem("asante", "Dr Asante at East Legon checked my feet today.", june, 0),
+        "desk": _mem("desk", "Her receptionist called: my next review is 12 August.", july, 0),
+    }
+    inv = EdgeKind.PROPAGATED_INVALIDATION
+    cluster = ConflictCluster(
+        id="c",
+        user_id="u",
+        aspect="doctor",
+        memory_ids=list(mems),
+        edges=[
+            _sup("desk", "owusu"),
+            ConflictEdge(user_id="u", kind=inv, source_id="desk", target_id="asante"),
+        ],
+        conflict_type=ConflictType.STALE,
+    )
+    sims = {"owusu": 0.5, "asante": 0.4, "desk": 0.45}
+    view = _stale_view(cluster, mems, sims, QUERY)
+    assert view is not None and view.old[0] == "owusu" and "asante" in view.old
+    a = Analysis(
+        query=QUERY,
+        memories=mems,
+        cluster=cluster,
+        relevant=sorted(mems, key=lambda i: -sims[i]),
+        relevance=sims,
+        risk=RiskTier.LOW,
+        stale=view,
+        changes_read=["asante", "desk"],
+    )
+    d = Decision(
+        action=Action.COMMIT,
+        conflict_type=ConflictType.STALE,
+        evidence={"answer": view.changes[:1]},
+        rationale="a later observation replaces an earlier one",
+    )
+    r = realize_offline(a, d)
+    assert "Dr Asante" in r.text and "asante" in r.cited_memory_ids
+    # the old state quoted as history is not quoted again as part of the change
+    assert r.text.count("Dr Owusu") == 1
