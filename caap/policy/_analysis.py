@@ -766,11 +766,16 @@ def _replacing(
     layer: RelationLayer, views: Mapping[str, MemoryView], pairs: list[tuple[str, str]]
 ) -> list[tuple[float, float]]:
     """Per pair: the replacing share of the layer's reading, and the largest other relation."""
-    out = []
-    for v in layer.relate([(views[a], views[b]) for a, b in pairs]):
-        other = max((p for r, p in v.probs.items() if r not in _REPLACING), default=0.0)
-        out.append((_replacing_share(v.probs), other))
-    return out
+    return [
+        _replacing_and_other(v.probs)
+        for v in layer.relate([(views[a], views[b]) for a, b in pairs])
+    ]
+
+
+def _replacing_and_other(probs: Mapping[str, float]) -> tuple[float, float]:
+    """A pair reading's replacing share and its largest other relation."""
+    other = max((p for r, p in probs.items() if r not in _REPLACING), default=0.0)
+    return _replacing_share(probs), other
 
 
 def _replacing_share(probs: Mapping[str, float]) -> float:
@@ -866,8 +871,7 @@ TOLD_MIN = 0.5
 def _reads_as_change(probs: Mapping[str, float]) -> bool:
     """Whether a pair reading says the later memory replaces the earlier one more likely than
     not (:data:`TOLD_MIN`) and more than it says anything else."""
-    share = _replacing_share(probs)
-    other = max((p for r, p in probs.items() if r not in _REPLACING), default=0.0)
+    share, other = _replacing_and_other(probs)
     return share >= TOLD_MIN and share > other
 
 

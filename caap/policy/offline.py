@@ -797,11 +797,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
         # Every change that reaches the habit, oldest first, each with its date.
         shown = s.changes[:2]
         shown = sorted([*shown, *_also_told(a, [*shown, old_id])], key=lambda i: _when(a, i))
-        changes = "; ".join(
-            _said(a, i, CHANGE_WORDS)
-            + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
-            for i in shown
-        )
+        changes = "; ".join(_said_dated(a, i) for i in shown)
         _stale_propagated(a, d, r, changes, old)
         r.cite([*shown, *s.invalidated[:3]])
         return
@@ -854,6 +850,12 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
 
 
+def _said_dated(a: Analysis, memory_id: str) -> str:
+    """A memory reporting a change, quoted to :data:`CHANGE_WORDS`, with its month when dated."""
+    when = a.memories[memory_id].observed_at
+    return _said(a, memory_id, CHANGE_WORDS) + (f" ({_month(when)})" if when else "")
+
+
 #: How many more turns read as part of a change a stale answer quotes
 #: (:attr:`Analysis.changes_read`).
 ALSO_TOLD = 2
@@ -876,13 +878,7 @@ def _say_also_told(a: Analysis, r: _Draft, quoted: list[str]) -> list[str]:
     also = _also_told(a, quoted)
     if also:
         r.say(
-            "Also on record about that change: "
-            + "; ".join(
-                _said(a, i, CHANGE_WORDS)
-                + (f" ({_month(a.memories[i].observed_at)})" if a.memories[i].observed_at else "")
-                for i in also
-            )
-            + "."
+            "Also on record about that change: " + "; ".join(_said_dated(a, i) for i in also) + "."
         )
         r.cite(also)
     return also
