@@ -9,7 +9,7 @@ builds an ephemeral conflict graph over exactly those memories.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -504,7 +504,7 @@ def analyze(
         else (None, False, [])
     )
     if stale is not None and stale.old and situation is not None:
-        told = [*told, *_told_changes(layer, filled, sims, stale.old[0])]
+        told = [*told, *_told_changes(layer, filled, sims, stale.old[0], near=None)]
     return Analysis(
         query=query,
         memories=filled,
@@ -834,7 +834,8 @@ def _successor(
     as replacing what came before (``None`` when nothing nearby is later than the nearest),
     whether the layer reads its first step as ruling the earlier state out rather than
     as a new value of it (:attr:`Analysis.successor_rules_out`), and every later memory it
-    reads as replacing one of the anchors (:func:`_reads_as_change`).
+    reads as replacing one of the anchors (:func:`_reads_as_change`), looked for among every
+    recalled memory: in chat the turn that names the change is often the least like the query.
 
     The first step takes the later memory the layer reads as most likely replacing one of
     the ``anchors`` nearest memories (an old state is often said more than once, and the
@@ -860,6 +861,8 @@ def _successor(
         "temporal_change", 0.0
     )
     told = [c for c in step if _reads_as_change(step[c])]
+    for a in ranked[:anchors]:
+        told += _told_changes(layer, filled, sims, a, near=None, skip=ranked)
     return _follow(layer, filled, views, ranked, current, vector), rules_out, told
 
 
@@ -880,18 +883,19 @@ def _told_changes(
     filled: Mapping[str, Memory],
     sims: Mapping[str, float],
     old: str,
-    near: int = 8,
+    near: int | None = 8,
+    skip: Collection[str] = (),
 ) -> list[str]:
-    """For the graph's stale reading: the later memories among the ``near`` nearest the query
-    that the layer reads as replacing the graph's old state ``old``
-    (:func:`_reads_as_change`)."""
+    """The later memories among the ``near`` nearest the query (all of them when ``None``),
+    less those in ``skip`` (already read), that the layer reads as replacing the earlier
+    state ``old`` (:func:`_reads_as_change`)."""
     if old not in filled:
         return []
     start = memory_time(filled[old])
     later = [
         i
         for i in sorted(filled, key=lambda i: -sims[i])[:near]
-        if i != old and memory_time(filled[i]) > start
+        if i != old and i not in skip and memory_time(filled[i]) > start
     ]
     if not later:
         return []

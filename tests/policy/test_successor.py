@@ -176,3 +176,23 @@ def test_the_turns_read_as_replacing_the_graphs_old_state_are_the_change_told() 
     assert ("old", "before") not in layer.read and ("before", "old") not in layer.read
     # Outside the nearest memories nothing is read.
     assert _told_changes(layer, filled, sims, "old", near=2) == ["named"]  # type: ignore[arg-type]
+
+
+def test_a_turn_far_from_the_query_that_reads_as_the_change_is_told_not_followed() -> None:
+    # Nine memories: the turn naming the new job is the least like the query ("stocktake at
+    # the bookshop til 10" for "where am I working"), outside the nearest eight.
+    months = {"old": 1, **{f"chat{k}": 1 + k for k in range(1, 8)}, "named": 11}
+    filled = _memories(months)
+    sims = {"old": 0.9, **{f"chat{k}": 0.8 - k / 20 for k in range(1, 8)}, "named": 0.1}
+    layer = _Scripted({("old", "named"): {"supersedes": 0.7, "agree": 0.1}})
+    latest, _, told = _successor(layer, filled, sims, _same_topic)  # type: ignore[arg-type]
+    assert "named" in told
+    # Told as part of the change, but the chain is followed only among the nearest.
+    assert latest != "named"
+    # The far memory is read once against each of the three anchors, and only as the later
+    # memory of a pair.
+    assert sorted(a for a, b in layer.read if b == "named") == ["chat1", "chat2", "old"]
+    assert all(a != "named" for a, _ in layer.read)
+    # With the far turn read as unrelated, it is not told.
+    quiet = _Scripted({})
+    assert "named" not in _successor(quiet, filled, sims, _same_topic)[2]  # type: ignore[arg-type]
