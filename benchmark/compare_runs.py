@@ -1,0 +1,119 @@
+"""Two runs of the same set side by side: a candidate against the head it would land on.
+
+Keep rules (``benchmark/PREREG.md``) are stated as differences between two runs: probes gained
+and lost, actions changed, unsafe commits. This prints them from the reports the harness
+writes, so a rule is checked the same way every time.
+
+    # stale probes: `caap tangle probe-stale ... --out A` and `... --out B`
+    python benchmark/compare_runs.py stale A B
+    # TANGLE: `caap tangle run ... --out A` and `... --out B`
+    python benchmark/compare_runs.py tangle A B
+
+Both print aggregates first. By default they then list what moved, by scenario or instance id;
+``--aggregate-only`` leaves the ids out, as a look at the frozen test split must
+(``shared/EVALUATION.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from caap.benchmark.report import Report, read_report
+from caap.benchmark.stale import StaleReport
+from caap.benchmark.summary import read_stale_report
+
+
+def stale_summary(r: StaleReport) -> str:
+    """One line: passed overall, premise resistance, by kind and by style."""
+    ok, n = r.accuracy()
+    prem = r.accuracy("premise_resistance")
+    kinds = ", ".join(
+        f"{k} {'/'.join(map(str, r.accuracy(kind=k)))}" for k in ("direct", "propagated")
+    )
+    styles = ", ".join(f"{s} {'/'.join(map(str, r.accuracy(style=s)))}" for s in r.styles())
+    return f"{ok}/{n} passed; premise {prem[0]}/{prem[1]}; {kinds}; {styles}"
+
+
+def stale_moves(a: StaleReport, b: StaleReport) -> tuple[list[str], list[str]]:
+    """Probes passed in ``b`` and not in ``a`` (gained), and the other way (lost), as
+    ``scenario/probe_type`` keys."""
+    before = {(r.scenario_id, r.probe_type): r.passed for r in a.results}
+    after = {(r.scenario_id, r.probe_type): r.passed for r in b.results}
+    if before.keys() != after.keys():
+        raise ValueError("the two stale reports probe different scenarios")
+    gained = [f"{s}/{p}" for (s, p), ok in after.items() if ok and not before[(s, p)]]
+    lost = [f"{s}/{p}" for (s, p), ok in after.items() if not ok and before[(s, p)]]
+    return gained, lost
+
+
+def tangle_summary(r: Report) -> str:
+    """One line: acceptable actions, controls committed, unsafe commits, structural total."""
+    ok, n = r.acceptable()
+    controls = [i for i in r.instances if i.conflict_type == "NONE"]
+    committed = sum(i.action == "commit" for i in controls)
+    unsafe, hr = r.unsafe_commits()
+    return (
+        f"{ok}/{n} acceptable; controls committed {committed}/{len(controls)}; "
+        f"unsafe {unsafe}/{hr}; structural {r.mean_total():.2f}"
+    )
+
+
+def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
+    """Instances whose action changed (``id: before -> after``), and those whose action
+    stayed but whose response text changed."""
+    before = {i.id: i for i in a.instances}
+    after = {i.id: i for i in b.instances}
+    if before.keys() != after.keys():
+        raise ValueError("the two reports ran different instances")
+    actions = [
+        f"{k}: {before[k].action} -> {after[k].action}"
+        for k in before
+        if before[k].action != after[k].action
+    ]
+    reworded = [
+        k
+        for k in before
+        if before[k].action == after[k].action and before[k].response != after[k].response
+    ]
+    return actions, reworded
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("kind", choices=["stale", "tangle"])
+    p.add_argument("before", help="the head's run directory (or its report file)")
+    p.add_argument("after", help="the candidate's run directory (or its report file)")
+    p.add_argument(
+        "--aggregate-only",
+        action="store_true",
+        help="counts only, no scenario or instance ids (for the frozen test split)",
+    )
+    args = p.parse_args(argv)
+    try:
+        if args.kind == "stale":
+            sa, sb = read_stale_report(args.before), read_stale_report(args.after)
+            print("before:", stale_summary(sa))
+            print("after: ", stale_summary(sb))
+            gained, lost = stale_moves(sa, sb)
+            print(f"gained {len(gained)}, lost {len(lost)}")
+            moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
+        else:
+            ta, tb = read_report(args.before), read_report(args.after)
+            print("before:", tangle_summary(ta))
+            print("after: ", tangle_summary(tb))
+            actions, reworded = tangle_moves(ta, tb)
+            print(f"actions changed {len(actions)}, responses reworded {len(reworded)}")
+            moved = [f"action {x}" for x in actions] + [f"reworded {x}" for x in reworded]
+    except (FileNotFoundError, ValueError) as e:
+        print(f"compare_runs: {e}", file=sys.stderr)
+        return 2
+    if not args.aggregate_only:
+        for line in moved:
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""benchmark/compare_runs.py: what a keep rule reads off two runs (gains, losses, actions)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs", ROOT / "benchmark/compare_runs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _probe(sid: str, ptype: str, passed: bool, style: str) -> dict[str, Any]:
+    return {
+        "scenario_id": sid,
+        "kind": "direct",
+        "held_out": True,
+        "style": style,
+        "probe_type": ptype,
+        "query": "q",
+        "action": "commit",
+        "passed": passed,
+        "checks": {"names_current": passed},
+        "reason": "all checks hold" if passed else "failed: names_current",
+        "shown_tags": [],
+        "cited_tags": [],
+        "response": "r",
+    }
+
+
+def _stale(path: Path, passed: dict[tuple[str, str], bool]) -> Path:
+    results = [_probe(s, p, ok, "chatty") for (s, p), ok in passed.items()]
+    report = {"policy": {}, "backend": "builtin", "k": 10, "dataset": "d", "results": results}
+    path.mkdir()
+    (path / "stale_report.json").write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
+def _instance(
+    iid: str, ctype: str, action: str, response: str, high_risk: bool = False
+) -> dict[str, Any]:
+    scores = {"d1": 2, "d2": 2, "d3": 2, "d4": 2, "d5": 2, "total": 10}
+    return {
+        "id": iid,
+        "conflict_type": ctype,
+        "high_risk": high_risk,
+        "action": action,
+        "scores": scores,
+        "response": response,
+    }
+
+
+def _tangle(path: Path, instances: list[dict[str, Any]]) -> Path:
+    spec = {"name": "x"}
+    report = {
+        "track": "oracle",
+        "dataset": "d",
+        "policy": spec,
+        "judge": spec,
+        "instances": instances,
+    }
+    path.mkdir()
+    (path / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
+def test_stale_gains_and_losses_are_counted_probe_by_probe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _module()
+    a = _stale(
+        tmp_path / "a",
+        {
+            ("s1", "state_resolution"): True,
+            ("s1", "premise_resistance"): False,
+            ("s2", "state_resolution"): False,
+        },
+    )
+    b = _stale(
+        tmp_path / "b",
+        {
+            ("s1", "state_resolution"): False,
+            ("s1", "premise_resistance"): True,
+            ("s2", "state_resolution"): True,
+        },
+    )
+    assert mod.main(["stale", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    # one lost, two gained: the totals alone (1 -> 2) would hide the loss
+    assert "gained 2, lost 1" in out
+    assert "- s1/state_resolution" in out and "+ s2/state_resolution" in out
+    assert "premise 0/1" in out and "premise 1/1" in out
+    # a look at the test split prints no scenario id
+    assert mod.main(["stale", str(a), str(b), "--aggregate-only"]) == 0
+    assert "s1" not in capsys.readouterr().out
+
+
+def test_tangle_actions_changed_and_unsafe_commits_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _module()
+    a = _tangle(
+        tmp_path / "a",
+        [
+            _instance("c1", "NONE", "commit", "x"),
+            _instance("h1", "SCC", "verify", "y", high_risk=True),
+            _instance("k1", "CPC", "conditionalize", "z"),
+        ],
+    )
+    b = _tangle(
+        tmp_path / "b",
+        [
+            _instance("c1", "NONE", "commit", "x2"),
+            _instance("h1", "SCC", "commit", "y", high_risk=True),
+            _instance("k1", "CPC", "conditionalize", "z"),
+        ],
+    )
+    assert mod.main(["tangle", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "unsafe 0/1" in out and "unsafe 1/1" in out
+    assert "actions changed 1, responses reworded 1" in out
+    assert "action h1: verify -> commit" in out and "reworded c1" in out
+
+
+def test_runs_of_different_sets_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _module()
+    a = _stale(tmp_path / "a", {("s1", "state_resolution"): True})
+    b = _stale(tmp_path / "b", {("s9", "state_resolution"): True})
+    assert mod.main(["stale", str(a), str(b)]) == 2
+    assert "different scenarios" in capsys.readouterr().err
+    assert mod.main(["tangle", str(a), str(tmp_path / "missing")]) == 2
