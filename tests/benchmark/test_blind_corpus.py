@@ -79,6 +79,19 @@ def test_stale3_is_frozen_chatty_and_shares_no_persona() -> None:
         assert not {s.persona.id for s in mine} & theirs
 
 
+def test_stale4_is_frozen_chatty_and_shares_no_persona() -> None:
+    """``stale4/`` (chat style only, 2026-12-05) was frozen before anything was measured on
+    it: it stays as its writers left it, half of each kind, personas its own."""
+    assert _present("stale4") == _listed("stale4"), "stale4 may not be edited"
+    mine = load_stale_scenarios(ROOT / "stale4" / "stale")
+    assert len(mine) == 24 and len({s.persona.id for s in mine}) == 24
+    assert sum(s.kind == "direct" for s in mine) == 12
+    assert {s.style for s in mine} == {"chatty"}
+    for other in ("test", "train", "dev", "extra", "stale2", "stale3", "dev2"):
+        theirs = {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+        assert not {s.persona.id for s in mine} & theirs
+
+
 def test_dev2_is_frozen_control_heavy_and_shares_no_persona() -> None:
     """``dev2/`` was measured once as data nothing on main was chosen on: it stays as its
     writers left it, 160 instances (a third controls, ten per style and type mix) and 24 chat
