@@ -9,7 +9,7 @@ builds an ephemeral conflict graph over exactly those memories.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -504,7 +504,7 @@ def analyze(
         else (None, False, [])
     )
     if stale is not None and stale.old and situation is not None:
-        told = [*told, *_told_changes(layer, filled, sims, stale.old[0], near=None)]
+        told = [*told, *_told_changes(layer, filled, sims, stale.old[0], near=TOLD_NEAR)]
     return Analysis(
         query=query,
         memories=filled,
@@ -834,8 +834,9 @@ def _successor(
     as replacing what came before (``None`` when nothing nearby is later than the nearest),
     whether the layer reads its first step as ruling the earlier state out rather than
     as a new value of it (:attr:`Analysis.successor_rules_out`), and every later memory it
-    reads as replacing one of the anchors (:func:`_reads_as_change`), looked for among every
-    recalled memory: in chat the turn that names the change is often the least like the query.
+    reads as replacing one of the anchors (:func:`_reads_as_change`), looked for among the
+    :data:`TOLD_NEAR` nearest recalled memories: in chat the turn that names the change is often
+    the least like the query.
 
     The first step takes the later memory the layer reads as most likely replacing one of
     the ``anchors`` nearest memories (an old state is often said more than once, and the
@@ -861,10 +862,21 @@ def _successor(
         "temporal_change", 0.0
     )
     told = [c for c in step if _reads_as_change(step[c])]
-    for a in ranked[:anchors]:
-        told += _told_changes(layer, filled, sims, a, near=None, skip=ranked)
+    # The turns of the change are looked for beyond the nearest memories too (up to
+    # TOLD_NEAR), read against each anchor in one batch; the chain stays among the nearest.
+    far = sorted(filled, key=lambda i: -sims[i])[near:TOLD_NEAR]
+    far_pairs = [(a, c) for a in ranked[:anchors] for c in far if memory_time(filled[c]) > when[a]]
+    if far_pairs:
+        far_views = _views(filled, [*ranked[:anchors], *far])
+        read = layer.relate([(far_views[a], far_views[c]) for a, c in far_pairs])
+        told += [c for (_, c), v in zip(far_pairs, read, strict=True) if _reads_as_change(v.probs)]
     return _follow(layer, filled, views, ranked, current, vector), rules_out, told
 
+
+#: How many of the recalled memories nearest the query are looked at for the turns of a
+#: change (:attr:`Analysis.changes_read`): every memory of an ordinary recall (ten or so), and
+#: a bound on the pair readings when a recall brings a large conflict cluster whole.
+TOLD_NEAR = 24
 
 #: The replacing share of a pair reading from which the later memory is quoted as part of the
 #: change (:attr:`Analysis.changes_read`): more likely than not, and above any other relation.
@@ -883,19 +895,17 @@ def _told_changes(
     filled: Mapping[str, Memory],
     sims: Mapping[str, float],
     old: str,
-    near: int | None = 8,
-    skip: Collection[str] = (),
+    near: int = 8,
 ) -> list[str]:
-    """The later memories among the ``near`` nearest the query (all of them when ``None``),
-    less those in ``skip`` (already read), that the layer reads as replacing the earlier
-    state ``old`` (:func:`_reads_as_change`)."""
+    """The later memories among the ``near`` nearest the query that the layer reads as
+    replacing the earlier state ``old`` (:func:`_reads_as_change`)."""
     if old not in filled:
         return []
     start = memory_time(filled[old])
     later = [
         i
         for i in sorted(filled, key=lambda i: -sims[i])[:near]
-        if i != old and i not in skip and memory_time(filled[i]) > start
+        if i != old and memory_time(filled[i]) > start
     ]
     if not later:
         return []

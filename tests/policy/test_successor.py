@@ -5,14 +5,14 @@ the nearest memories and followed along a chain of replacements."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from caap.conflict_graph.relations import RELATIONS, MemoryView, PairVerdict
 from caap.models import Memory
-from caap.policy._analysis import _later_state, _successor, _told_changes
+from caap.policy._analysis import TOLD_NEAR, _later_state, _successor, _told_changes
 
 
 class _Scripted:
@@ -196,3 +196,34 @@ def test_a_turn_far_from_the_query_that_reads_as_the_change_is_told_not_followed
     # With the far turn read as unrelated, it is not told.
     quiet = _Scripted({})
     assert "named" not in _successor(quiet, filled, sims, _same_topic)[2]  # type: ignore[arg-type]
+
+
+def test_a_recall_of_a_large_cluster_is_read_for_the_change_only_up_to_a_bound() -> None:
+    # A recall that brought a large conflict cluster whole: the nearest TOLD_NEAR memories are
+    # read for the turns of a change, the rest never (the pair readings stay bounded).
+    n = TOLD_NEAR + 12
+    filled = {
+        f"m{k:02d}": Memory(
+            id=f"m{k:02d}",
+            text=f"m{k:02d}",
+            user_id="u",
+            created_at=datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=k),
+        )
+        for k in range(n)
+    }
+    sims = {f"m{k:02d}": 1.0 - k / (2 * n) for k in range(n)}
+    change = f"m{TOLD_NEAR - 1:02d}"  # the last memory within the bound
+    beyond = f"m{TOLD_NEAR:02d}"  # the first beyond it
+    layer = _Scripted(
+        {
+            ("m00", change): {"supersedes": 0.7, "agree": 0.1},
+            ("m00", beyond): {"supersedes": 0.7, "agree": 0.1},
+        }
+    )
+    told = _successor(layer, filled, sims, _same_topic)[2]  # type: ignore[arg-type]
+    assert change in told and beyond not in told
+    read = {b for _, b in layer.read} | {a for a, _ in layer.read}
+    assert all(int(i[1:]) < TOLD_NEAR for i in read)
+    # The graph's old state is read against the same nearest memories.
+    layer.read.clear()
+    assert _told_changes(layer, filled, sims, "m00", near=TOLD_NEAR) == [change]  # type: ignore[arg-type]
