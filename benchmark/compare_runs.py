@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from caap.benchmark.report import Report, read_report
 from caap.benchmark.stale import StaleReport
@@ -80,9 +81,28 @@ def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
     return actions, reworded
 
 
+def _stale_lines(a: StaleReport, b: StaleReport) -> tuple[str, list[str]]:
+    gained, lost = stale_moves(a, b)
+    moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
+    return f"gained {len(gained)}, lost {len(lost)}", moved
+
+
+def _tangle_lines(a: Report, b: Report) -> tuple[str, list[str]]:
+    actions, reworded = tangle_moves(a, b)
+    moved = [f"action {x}" for x in actions] + [f"reworded {x}" for x in reworded]
+    return f"actions changed {len(actions)}, responses reworded {len(reworded)}", moved
+
+
+#: Per kind of run: how its report is read, summarised and compared.
+_KINDS: dict[str, tuple[Callable[[str], Any], Callable[[Any], str], Callable[[Any, Any], Any]]] = {
+    "stale": (read_stale_report, stale_summary, _stale_lines),
+    "tangle": (read_report, tangle_summary, _tangle_lines),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("kind", choices=["stale", "tangle"])
+    p.add_argument("kind", choices=sorted(_KINDS))
     p.add_argument("before", help="the head's run directory (or its report file)")
     p.add_argument("after", help="the candidate's run directory (or its report file)")
     p.add_argument(
@@ -91,21 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="counts only, no scenario or instance ids (for the frozen test split)",
     )
     args = p.parse_args(argv)
+    read, summary, moves = _KINDS[args.kind]
     try:
-        if args.kind == "stale":
-            sa, sb = read_stale_report(args.before), read_stale_report(args.after)
-            print("before:", stale_summary(sa))
-            print("after: ", stale_summary(sb))
-            gained, lost = stale_moves(sa, sb)
-            print(f"gained {len(gained)}, lost {len(lost)}")
-            moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
-        else:
-            ta, tb = read_report(args.before), read_report(args.after)
-            print("before:", tangle_summary(ta))
-            print("after: ", tangle_summary(tb))
-            actions, reworded = tangle_moves(ta, tb)
-            print(f"actions changed {len(actions)}, responses reworded {len(reworded)}")
-            moved = [f"action {x}" for x in actions] + [f"reworded {x}" for x in reworded]
+        a, b = read(args.before), read(args.after)
+        print("before:", summary(a))
+        print("after: ", summary(b))
+        counts, moved = moves(a, b)
+        print(counts)
     except (FileNotFoundError, ValueError) as e:
         print(f"compare_runs: {e}", file=sys.stderr)
         return 2
