@@ -21,6 +21,10 @@ python=${PYTHON:-python3}
 layer=${RELATIONS:-learned}
 blind=$here/caap/benchmark/data/blind
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# `python -m` puts the working directory first on sys.path: run from the checkout measured, so
+# its caap is the one imported (from another checkout, that one's caap would shadow it).
+cd "$tree"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=$tree${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 

@@ -20,7 +20,9 @@ def _fake_python(tmp_path: Path, fail_on: str = "") -> Path:
     when its arguments contain ``fail_on``."""
     fake = tmp_path / "fakepy"
     check = f'case "$*" in *{fail_on}*) exit 3;; esac\n' if fail_on else ""
-    fake.write_text(f'#!/bin/sh\necho "$PYTHONPATH | $*" >> "$FAKE_LOG"\n{check}', encoding="utf-8")
+    fake.write_text(
+        f'#!/bin/sh\necho "$PYTHONPATH | $(pwd) | $*" >> "$FAKE_LOG"\n{check}', encoding="utf-8"
+    )
     fake.chmod(0o755)
     return fake
 
@@ -48,8 +50,11 @@ def test_every_development_set_runs_and_the_held_out_ones_never(tmp_path: Path) 
     assert stale == sorted(["stale3", "dev2", "stale2", "train", "dev", "extra"])
     assert tangle == sorted(["dev", "extra", "guard", "dev2"])
     assert not any("blind/test" in ln or "guard2" in ln for ln in lines)
-    # the candidate's tree is what Python imports caap from
-    assert all(ln.startswith(str(tree) + " |") for ln in lines)
+    # the candidate's tree is what Python imports caap from: first on the path, and the
+    # working directory (which `python -m` puts before it)
+    assert all(ln.startswith(f"{tree} | {tree} |") for ln in lines)
+    # the reports land where asked, whatever the working directory
+    assert all(f"--out {tmp_path / 'out'}/" in ln for ln in lines)
     assert all("--relations learned" in ln for ln in lines)
 
 
