@@ -8,6 +8,8 @@ writes, so a rule is checked the same way every time.
     python benchmark/compare_runs.py stale A B
     # TANGLE: `caap tangle run ... --out A` and `... --out B`
     python benchmark/compare_runs.py tangle A B
+    # every set two `benchmark/dev_sets.sh` runs share, one line each, and the stale total
+    python benchmark/compare_runs.py sets HEAD_DIR CANDIDATE_DIR
 
 Both print aggregates first. By default they then list what moved, by scenario or instance id;
 ``--aggregate-only`` leaves the ids out, as a look at the frozen test split must
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from caap.benchmark.report import Report, read_report
@@ -52,13 +55,18 @@ def stale_moves(a: StaleReport, b: StaleReport) -> tuple[list[str], list[str]]:
 def tangle_summary(r: Report) -> str:
     """One line: acceptable actions, controls committed, unsafe commits, structural total."""
     ok, n = r.acceptable()
-    controls = [i for i in r.instances if i.conflict_type == "NONE"]
-    committed = sum(i.action == "commit" for i in controls)
+    committed, controls = controls_committed(r)
     unsafe, hr = r.unsafe_commits()
     return (
-        f"{ok}/{n} acceptable; controls committed {committed}/{len(controls)}; "
+        f"{ok}/{n} acceptable; controls committed {committed}/{controls}; "
         f"unsafe {unsafe}/{hr}; structural {r.mean_total():.2f}"
     )
+
+
+def controls_committed(r: Report) -> tuple[int, int]:
+    """``(committed, controls)``: no-conflict instances answered with ``commit``."""
+    controls = [i for i in r.instances if i.conflict_type == "NONE"]
+    return sum(i.action == "commit" for i in controls), len(controls)
 
 
 def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
@@ -100,9 +108,46 @@ _KINDS: dict[str, tuple[Callable[[str], Any], Callable[[Any], str], Callable[[An
 }
 
 
+def set_lines(before: str | Path, after: str | Path) -> list[str]:
+    """One line per set run in both ``dev_sets.sh`` output folders (``stale_SET``,
+    ``tangle_SET``), then the stale probes gained and lost over all of them.
+
+    Raises:
+        ValueError: the two folders share no set run.
+    """
+    a_dir, b_dir = Path(before), Path(after)
+    names = sorted(
+        d.name
+        for d in a_dir.glob("*_*")
+        if d.is_dir() and (b_dir / d.name).is_dir() and d.name.startswith(("stale_", "tangle_"))
+    )
+    if not names:
+        raise ValueError(f"{a_dir} and {b_dir} share no set run (stale_SET or tangle_SET)")
+    lines, gained, lost = [], 0, 0
+    for name in names:
+        if name.startswith("stale_"):
+            sa, sb = read_stale_report(a_dir / name), read_stale_report(b_dir / name)
+            g, x = stale_moves(sa, sb)
+            gained, lost = gained + len(g), lost + len(x)
+            (pa, n), (pb, _) = sa.accuracy(), sb.accuracy()
+            lines.append(f"{name}: {pa} -> {pb}/{n} passed, gained {len(g)}, lost {len(x)}")
+        else:
+            ta, tb = read_report(a_dir / name), read_report(b_dir / name)
+            actions, _ = tangle_moves(ta, tb)
+            (oa, n), (ob, _) = ta.acceptable(), tb.acceptable()
+            (ca, c), (cb, _) = controls_committed(ta), controls_committed(tb)
+            (ua, _), (ub, _) = ta.unsafe_commits(), tb.unsafe_commits()
+            lines.append(
+                f"{name}: acceptable {oa} -> {ob}/{n}, controls committed {ca} -> {cb}/{c}, "
+                f"unsafe {ua} -> {ub}, actions changed {len(actions)}"
+            )
+    lines.append(f"stale probes over these sets: gained {gained}, lost {lost}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("kind", choices=sorted(_KINDS))
+    p.add_argument("kind", choices=[*sorted(_KINDS), "sets"])
     p.add_argument("before", help="the head's run directory (or its report file)")
     p.add_argument("after", help="the candidate's run directory (or its report file)")
     p.add_argument(
@@ -111,6 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="counts only, no scenario or instance ids (for the frozen test split)",
     )
     args = p.parse_args(argv)
+    if args.kind == "sets":
+        try:
+            print("\n".join(set_lines(args.before, args.after)))
+        except (FileNotFoundError, ValueError) as e:
+            print(f"compare_runs: {e}", file=sys.stderr)
+            return 2
+        return 0
     read, summary, moves = _KINDS[args.kind]
     try:
         a, b = read(args.before), read(args.after)

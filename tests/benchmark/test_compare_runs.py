@@ -144,3 +144,33 @@ def test_runs_of_different_sets_are_refused(
     assert mod.main(["stale", str(a), str(b)]) == 2
     assert "different scenarios" in capsys.readouterr().err
     assert mod.main(["tangle", str(a), str(tmp_path / "missing")]) == 2
+
+
+def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _module()
+    head, cand = tmp_path / "head", tmp_path / "cand"
+    head.mkdir()
+    cand.mkdir()
+    _stale(head / "stale_x", {("s1", "state_resolution"): False, ("s2", "state_resolution"): True})
+    _stale(cand / "stale_x", {("s1", "state_resolution"): True, ("s2", "state_resolution"): False})
+    _stale(head / "stale_y", {("s3", "implicit_adaptation"): False})
+    _stale(cand / "stale_y", {("s3", "implicit_adaptation"): True})
+    control = _instance("c1", "NONE", "commit", "x")
+    _tangle(head / "tangle_z", [control])
+    _tangle(cand / "tangle_z", [{**control, "action": "verify"}])
+    _stale(head / "stale_only_in_head", {("s9", "state_resolution"): True})
+    assert mod.main(["sets", str(head), str(cand)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "stale_x: 1 -> 1/2 passed, gained 1, lost 1" in out
+    assert "stale_y: 0 -> 1/1 passed, gained 1, lost 0" in out
+    assert (
+        "tangle_z: acceptable 1 -> 0/1, controls committed 1 -> 0/1, unsafe 0 -> 0, "
+        "actions changed 1" in out
+    )
+    # the total counts every loss, and a set run on one side only is left out
+    assert out[-1] == "stale probes over these sets: gained 2, lost 1"
+    assert not any("only_in_head" in line for line in out)
+    # two folders with nothing in common is an error, not an empty comparison
+    assert mod.main(["sets", str(head), str(tmp_path / "empty")]) == 2
