@@ -845,7 +845,7 @@ def _stale(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     r.cite([*told, *s.superseded[:3]])
     if d.action is Action.VERIFY:
-        _confirm_current_state(r)
+        _confirm_current_state(r, high=d.risk is RiskTier.HIGH)
         return
     r.say("If that has changed again, tell me and I'll plan around the newer situation.")
 
@@ -888,13 +888,20 @@ def _say_also_told(a: Analysis, r: _Draft, quoted: list[str]) -> list[str]:
 _CONFIRM_CURRENT = "Can you confirm the most recent information is still current?"
 
 
-def _confirm_current_state(r: _Draft) -> None:
-    """The high-stakes close of a replaced state: hold both notes until the current one is
-    confirmed."""
-    r.say(
-        "Because the stakes are high, I wouldn't act on either note until the current state "
-        "is confirmed with whoever holds the record."
-    )
+def _confirm_current_state(r: _Draft, *, high: bool) -> None:
+    """The close of a replaced state that is checked: hold both notes until the current one
+    is confirmed. Below high stakes a check here comes from the guard (the memories read as
+    disagreeing sources), and the answer says so rather than calling the stakes high."""
+    if high:
+        r.say(
+            "Because the stakes are high, I wouldn't act on either note until the current "
+            "state is confirmed with whoever holds the record."
+        )
+    else:
+        r.say(
+            "Not everything on record agrees on this, so I wouldn't act on either note until "
+            "the current state is confirmed."
+        )
     r.ask(_CONFIRM_CURRENT)
     r.say(
         "If it is, we go with the current state; if the earlier note still applies, we "
@@ -961,7 +968,7 @@ def _stale_timeline(a: Analysis, d: Decision, r: _Draft) -> None:
     )
     r.cite(list(latest.members) + list(earlier.members))
     if d.action is Action.VERIFY:
-        _confirm_current_state(r)
+        _confirm_current_state(r, high=d.risk is RiskTier.HIGH)
         return
     r.ask("Is that still the current situation?")
 

@@ -203,3 +203,35 @@ def test_a_turn_the_graph_took_for_an_old_state_but_read_as_the_change_is_quoted
     assert "Dr Asante" in r.text and "asante" in r.cited_memory_ids
     # the old state quoted as history is not quoted again as part of the change
     assert r.text.count("Dr Owusu") == 1
+
+
+def test_a_checked_replacement_says_the_stakes_are_high_only_when_they_are() -> None:
+    # Below high stakes the check on a replaced state comes from the guard (the memories read
+    # as sources that disagree): the answer gives that reason, not high stakes.
+    cluster = _cluster(_sup("new", "old"))
+    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
+
+    def close(risk: RiskTier) -> str:
+        a = Analysis(
+            query=QUERY,
+            memories=MEMORIES,
+            cluster=cluster,
+            relevant=sorted(MEMORIES, key=lambda i: -SIMS[i]),
+            relevance=SIMS,
+            risk=risk,
+            stale=view,
+        )
+        d = Decision(
+            action=Action.VERIFY,
+            conflict_type=ConflictType.STALE,
+            evidence={"answer": ["new"]},
+            rationale="held",
+            risk=risk,
+        )
+        return realize_offline(a, d).text
+
+    low, high = close(RiskTier.LOW), close(RiskTier.HIGH)
+    assert "stakes are high" not in low and "Not everything on record agrees" in low
+    assert "Because the stakes are high" in high
+    for text in (low, high):
+        assert "Menya Kaze" in text and "confirm the most recent information" in text
