@@ -866,10 +866,7 @@ def _successor(
     # TOLD_NEAR), read against each anchor in one batch; the chain stays among the nearest.
     far = sorted(filled, key=lambda i: -sims[i])[near:TOLD_NEAR]
     far_pairs = [(a, c) for a in ranked[:anchors] for c in far if memory_time(filled[c]) > when[a]]
-    if far_pairs:
-        far_views = _views(filled, [*ranked[:anchors], *far])
-        read = layer.relate([(far_views[a], far_views[c]) for a, c in far_pairs])
-        told += [c for (_, c), v in zip(far_pairs, read, strict=True) if _reads_as_change(v.probs)]
+    told += _read_as_changes(layer, filled, far_pairs)
     return _follow(layer, filled, views, ranked, current, vector), rules_out, told
 
 
@@ -907,11 +904,19 @@ def _told_changes(
         for i in sorted(filled, key=lambda i: -sims[i])[:near]
         if i != old and memory_time(filled[i]) > start
     ]
-    if not later:
+    return _read_as_changes(layer, filled, [(old, c) for c in later])
+
+
+def _read_as_changes(
+    layer: RelationLayer, filled: Mapping[str, Memory], pairs: Sequence[tuple[str, str]]
+) -> list[str]:
+    """The later memory of each (earlier, later) pair that the layer, reading the pairs in one
+    batch, reads as replacing the earlier one (:func:`_reads_as_change`), in pair order."""
+    if not pairs:
         return []
-    views = _views(filled, [old, *later])
-    verdicts = layer.relate([(views[old], views[c]) for c in later])
-    return [c for c, v in zip(later, verdicts, strict=True) if _reads_as_change(v.probs)]
+    views = _views(filled, list(dict.fromkeys(i for pair in pairs for i in pair)))
+    verdicts = layer.relate([(views[a], views[c]) for a, c in pairs])
+    return [c for (_, c), v in zip(pairs, verdicts, strict=True) if _reads_as_change(v.probs)]
 
 
 def _later_state(

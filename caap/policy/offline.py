@@ -890,8 +890,9 @@ _CONFIRM_CURRENT = "Can you confirm the most recent information is still current
 
 def _confirm_current_state(r: _Draft, *, high: bool) -> None:
     """The close of a replaced state that is checked: hold both notes until the current one
-    is confirmed. Below high stakes a check here comes from the guard (the memories read as
-    disagreeing sources), and the answer says so rather than calling the stakes high."""
+    is confirmed. Below high stakes the answer gives the reason that holds there (the notes on
+    record do not all agree: the guard read them as disagreeing sources, or a later state
+    replaced an earlier one) rather than calling the stakes high."""
     if high:
         r.say(
             "Because the stakes are high, I wouldn't act on either note until the current "
