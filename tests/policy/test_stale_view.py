@@ -73,19 +73,33 @@ def test_edges_only_inside_one_conversation_give_no_stale_reading() -> None:
     assert _stale_view(_cluster(_sup("chat", "new")), MEMORIES, SIMS, QUERY) is None
 
 
-def _answer(mems: dict[str, Memory], cluster: ConflictCluster, sims: dict[str, float]) -> Response:
-    """The offline commit on the stale view of ``cluster``, realized."""
+def _analysis(
+    mems: dict[str, Memory],
+    cluster: ConflictCluster,
+    sims: dict[str, float],
+    risk: RiskTier = RiskTier.LOW,
+    changes_read: list[str] | None = None,
+) -> Analysis:
+    """The analysis of ``QUERY`` over ``mems`` with the stale view of ``cluster``."""
     view = _stale_view(cluster, mems, sims, QUERY)
     assert view is not None
-    a = Analysis(
+    return Analysis(
         query=QUERY,
         memories=dict(mems),
         cluster=cluster,
         relevant=sorted(mems, key=lambda i: -sims[i]),
         relevance=sims,
-        risk=RiskTier.LOW,
+        risk=risk,
         stale=view,
+        changes_read=changes_read or [],
     )
+
+
+def _answer(mems: dict[str, Memory], cluster: ConflictCluster, sims: dict[str, float]) -> Response:
+    """The offline commit on the stale view of ``cluster``, realized."""
+    a = _analysis(mems, cluster, sims)
+    view = a.stale
+    assert view is not None
     d = Decision(
         action=Action.COMMIT,
         conflict_type=ConflictType.STALE,
@@ -183,16 +197,7 @@ def test_a_turn_the_graph_took_for_an_old_state_but_read_as_the_change_is_quoted
     sims = {"owusu": 0.5, "asante": 0.4, "desk": 0.45}
     view = _stale_view(cluster, mems, sims, QUERY)
     assert view is not None and view.old[0] == "owusu" and "asante" in view.old
-    a = Analysis(
-        query=QUERY,
-        memories=mems,
-        cluster=cluster,
-        relevant=sorted(mems, key=lambda i: -sims[i]),
-        relevance=sims,
-        risk=RiskTier.LOW,
-        stale=view,
-        changes_read=["asante", "desk"],
-    )
+    a = _analysis(mems, cluster, sims, changes_read=["asante", "desk"])
     d = Decision(
         action=Action.COMMIT,
         conflict_type=ConflictType.STALE,
@@ -209,18 +214,9 @@ def test_a_checked_replacement_says_the_stakes_are_high_only_when_they_are() -> 
     # Below high stakes the check on a replaced state comes from the guard (the memories read
     # as sources that disagree): the answer gives that reason, not high stakes.
     cluster = _cluster(_sup("new", "old"))
-    view = _stale_view(cluster, MEMORIES, SIMS, QUERY)
 
     def close(risk: RiskTier) -> str:
-        a = Analysis(
-            query=QUERY,
-            memories=MEMORIES,
-            cluster=cluster,
-            relevant=sorted(MEMORIES, key=lambda i: -SIMS[i]),
-            relevance=SIMS,
-            risk=risk,
-            stale=view,
-        )
+        a = _analysis(MEMORIES, cluster, SIMS, risk)
         d = Decision(
             action=Action.VERIFY,
             conflict_type=ConflictType.STALE,
