@@ -35,7 +35,6 @@ import numpy.typing as npt
 
 from caap._embeddings import Embedder, get_embedder
 from caap.conflict_graph._pair_reader import PairReader, default_reader_path
-from caap.conflict_graph._query_reader import QueryReader, shared_query_reader
 from caap.conflict_graph._relations_features import (
     FACET_CLASSES,
     N_PAIR_TAIL,
@@ -180,8 +179,6 @@ class LearnedRelations:
         reader: The pair reader whose probabilities the pair model reads (default: the one
             the weights' card names, else the shipped one); must be the one they were
             trained with.
-        query_reader: The query reader :meth:`relevance` reads (default: the shipped one;
-            without one, :meth:`relevance` gives ``None`` and callers rank by cosine).
 
     Raises:
         ValueError: the weights file lacks an array or does not fit the embedder.
@@ -198,7 +195,6 @@ class LearnedRelations:
         weights: str | Path | None = None,
         embedder: Embedder | None = None,
         reader: PairReader | None = None,
-        query_reader: QueryReader | None = None,
     ) -> None:
         self.config = config or GraphConfig()
         self.weights_path = Path(weights) if weights is not None else default_weights_path()
@@ -217,7 +213,6 @@ class LearnedRelations:
         self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
         self.embedder = embedder or get_embedder()
         self.reader = reader or _reader_for(self.weights_path, self.card)
-        self.query_reader = query_reader or shared_query_reader()
         dim = self.embedder.dimension
         if self._w["risk_w"].shape[0] != 2 * dim:
             raise ValueError(
@@ -401,13 +396,6 @@ class LearnedRelations:
         if p >= float(self._w["risk_medium" + suffix]):
             return RiskVerdict(RiskTier.MEDIUM, p, ("risk model",))
         return RiskVerdict(RiskTier.LOW, 1.0 - p)
-
-    def relevance(self, query: str, texts: Sequence[str]) -> list[float] | None:
-        """How likely each of ``texts`` bears on ``query``, read by the query reader
-        (:mod:`caap.conflict_graph._query_reader`); ``None`` without one."""
-        if self.query_reader is None:
-            return None
-        return [float(p) for p in self.query_reader.relevance(query, texts)]
 
     @property
     def reads_situations(self) -> bool:

@@ -584,10 +584,3 @@ class LLMRelations:
             return situation_of(self.fallback, query, texts)
         self._put(key, verdict)
         return verdict
-
-    def relevance(self, query: str, texts: Sequence[str]) -> list[float] | None:
-        """The fallback layer's relevance readings (:meth:`LearnedRelations.relevance
-        <caap.conflict_graph._relations_learned.LearnedRelations.relevance>`): the model is not
-        asked to rank; ``None`` when the fallback has no such reading."""
-        read = getattr(self.fallback, "relevance", None)
-        return read(query, texts) if callable(read) else None

@@ -939,32 +939,6 @@ def _cmd_train_reader(args: Any) -> int:
     return 0
 
 
-def _cmd_train_query_reader(args: Any) -> int:
-    from caap.conflict_graph._query_reader import train_query_reader
-
-    card = train_query_reader(
-        args.data,
-        args.out,
-        dev=args.dev,
-        epochs=args.epochs,
-        lr=args.lr,
-        seed=args.seed,
-        progress=_to_stderr,
-        device=args.device,
-    )
-    dev = (
-        f", dev accuracy {card['dev_accuracy']:.3f} ({card['dev_pairs']} pairs)"
-        if "dev_accuracy" in card
-        else ""
-    )
-    print(
-        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: "
-        f"{card['train_pairs']} training pairs{dev}"
-    )
-    print(f"use it with: LearnedRelations(query_reader=QueryReader({str(args.out)!r}))")
-    return 0
-
-
 def _cmd_train_speaker(args: Any) -> int:
     from caap.conflict_graph._relations_learned import LearnedRelations
     from caap.conflict_graph._speaker import load_speaker_rows, train_speaker_head
@@ -1140,25 +1114,6 @@ def add_relations_parser(sub: Any) -> None:
         "weights for the same seed",
     )
     r.set_defaults(handler=_cmd_train_reader)
-    q = rsub.add_parser(
-        "train-query-reader",
-        help="fit the query reader (MiniLM read as a cross-encoder over a query and a memory: "
-        "relevant or not) and write its weights",
-    )
-    q.add_argument(
-        "--data",
-        required=True,
-        action="append",
-        help="a split folder (with stale/ and tangle/), a stale/ or tangle/ folder, or one "
-        "file: each probe or query against its memories; repeatable",
-    )
-    q.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
-    q.add_argument("--dev", action="append", default=[], help="data to measure it on (optional)")
-    q.add_argument("--epochs", type=positive, default=4)
-    q.add_argument("--lr", type=positive_float, default=1e-3)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--device", default="cpu", help="where to train (as for train-reader)")
-    q.set_defaults(handler=_cmd_train_query_reader)
     sp = rsub.add_parser(
         "train-speaker",
         help="fit the speaker head (who a memory's claim comes from: user, person, record, "

@@ -498,17 +498,13 @@ def analyze(
         if cluster is not None and cluster.conflict_type is ConflictType.STALE
         else None
     )
-    reads_stale = _reads_stale(situation)
-    bearing = (
-        _bearing(layer, query, filled, sims)
-        if reads_stale or (stale is not None and stale.old and situation is not None)
-        else sims
-    )
     successor, rules_out, told = (
-        _successor(layer, filled, bearing, view.vector) if reads_stale else (None, False, [])
+        _successor(layer, filled, sims, view.vector)
+        if _reads_stale(situation)
+        else (None, False, [])
     )
     if stale is not None and stale.old and situation is not None:
-        told = [*told, *_told_changes(layer, filled, bearing, stale.old[0], near=TOLD_NEAR)]
+        told = [*told, *_told_changes(layer, filled, sims, stale.old[0], near=TOLD_NEAR)]
     return Analysis(
         query=query,
         memories=filled,
@@ -759,27 +755,6 @@ def _views(filled: Mapping[str, Memory], ids: Sequence[str]) -> dict[str, Memory
         )
         for i in ids
     }
-
-
-def _bearing(
-    layer: RelationLayer, query: str, filled: Mapping[str, Memory], sims: Mapping[str, float]
-) -> Mapping[str, float]:
-    """How the memories are ranked where the latest state is looked for: by the layer's
-    relevance reading of the :data:`TOLD_NEAR` nearest the query (the query reader, a
-    cross-encoder that reads the query and the memory together; in chat the turn that tells
-    the change is often far from the query by cosine), each read for what it states, ahead of
-    the rest in cosine order; by cosine alone when the layer has no such reading."""
-    read = getattr(layer, "relevance", None)
-    if not callable(read):
-        return sims
-    near = sorted(filled, key=lambda i: -sims[i])[:TOLD_NEAR]
-    scores = read(query, [stated_part(filled[i].text) or filled[i].text for i in near])
-    if scores is None:
-        return sims
-    # Read memories rank above the rest (relevance in [0, 1], shifted above any cosine).
-    out = {i: sims[i] - 2.0 for i in filled}
-    out.update({i: 2.0 + float(p) for i, p in zip(near, scores, strict=True)})
-    return out
 
 
 def memory_time(m: Memory) -> float:

@@ -59,7 +59,7 @@ def test_weights_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         PairReader(tmp_path / "a.npz")
     wrong = dict(arrays, head_w=arrays["head_w"][:3], head_b=arrays["head_b"][:3])
     np.savez(tmp_path / "b.npz", **wrong)
-    with pytest.raises(ValueError, match="3 labels, 7 expected"):
+    with pytest.raises(ValueError, match="relations"):
         PairReader(tmp_path / "b.npz")
     short = {k: v for k, v in arrays.items() if not k.startswith("5.")}
     np.savez(tmp_path / "c.npz", **short)

@@ -12,7 +12,7 @@ import numpy as np
 
 from caap.conflict_graph.relations import RELATIONS, MemoryView, PairVerdict
 from caap.models import Memory
-from caap.policy._analysis import TOLD_NEAR, _bearing, _later_state, _successor, _told_changes
+from caap.policy._analysis import TOLD_NEAR, _later_state, _successor, _told_changes
 
 
 class _Scripted:
@@ -227,53 +227,3 @@ def test_a_recall_of_a_large_cluster_is_read_for_the_change_only_up_to_a_bound()
     # The graph's old state is read against the same nearest memories.
     layer.read.clear()
     assert _told_changes(layer, filled, sims, "m00", near=TOLD_NEAR) == [change]  # type: ignore[arg-type]
-
-
-class _Reading(_Scripted):
-    """A scripted layer that also reads how much each memory bears on the query, per text."""
-
-    def __init__(self, table: Mapping[Any, dict[str, float]], bears: Mapping[str, float]) -> None:
-        super().__init__(table)
-        self.bears = bears
-        self.asked: list[str] = []
-
-    def relevance(self, query: str, texts: Sequence[str]) -> list[float]:
-        self.asked += list(texts)
-        return [self.bears.get(t, 0.0) for t in texts]
-
-
-def test_the_change_far_from_the_query_is_found_where_the_query_reader_ranks_it() -> None:
-    # By cosine the turn that tells the change is the tenth of ten: outside the 8 memories the
-    # chain is followed among. The query reader reads it as bearing on the query.
-    months = {f"aside{k}": 2 + k for k in range(8)}
-    filled = _memories({"old": 1, **months, "change": 11})
-    sims = {"old": 0.6, **{f"aside{k}": 0.5 - k / 100 for k in range(8)}, "change": 0.1}
-    table = {("old", "change"): {"supersedes": 0.8}}
-    by_cosine = _Scripted(table)
-    assert _successor(by_cosine, filled, sims, _same_topic)[0] != "change"  # type: ignore[arg-type]
-    layer = _Reading(table, {"old": 0.95, "change": 0.9})
-    bearing = _bearing(layer, "where do I work?", filled, sims)  # type: ignore[arg-type]
-    assert sorted(filled, key=lambda i: -bearing[i])[:2] == ["old", "change"]
-    assert _successor(layer, filled, bearing, _same_topic)[0] == "change"  # type: ignore[arg-type]
-
-
-def test_without_a_relevance_reading_the_ranking_is_cosine() -> None:
-    filled = _memories({"a": 1, "b": 2})
-    sims = {"a": 0.2, "b": 0.7}
-    assert _bearing(_Scripted({}), "q", filled, sims) == sims  # type: ignore[arg-type]
-    silent = _Reading({}, {})
-    silent.relevance = lambda query, texts: None  # type: ignore[assignment,method-assign]
-    assert _bearing(silent, "q", filled, sims) == sims  # type: ignore[arg-type]
-
-
-def test_only_the_nearest_memories_are_read_for_relevance_and_rank_first() -> None:
-    n = TOLD_NEAR + 5
-    filled = _memories({f"m{k:02d}": 1 for k in range(n)})
-    sims = {f"m{k:02d}": 1.0 - k / 100 for k in range(n)}
-    layer = _Reading({}, {f"m{TOLD_NEAR - 1:02d}": 1.0})
-    bearing = _bearing(layer, "q", filled, sims)  # type: ignore[arg-type]
-    assert len(layer.asked) == TOLD_NEAR
-    ranked = sorted(filled, key=lambda i: -bearing[i])
-    assert ranked[0] == f"m{TOLD_NEAR - 1:02d}"
-    # the memories beyond the bound follow the read ones, in cosine order
-    assert ranked[TOLD_NEAR:] == [f"m{k:02d}" for k in range(TOLD_NEAR, n)]
