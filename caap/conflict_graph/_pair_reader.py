@@ -109,23 +109,33 @@ class PairReader:
         weights: An ``.npz`` written by :func:`train_pair_reader` (default: the shipped one).
         model_path: The base model directory (default: the packaged all-MiniLM-L6-v2; must be
             the one the adapters were trained on).
+        labels: What the head's rows score, in order (default: :data:`RELATIONS`; a reader
+            trained for another question has its own, e.g. ``benchmark/two_label_readers.py``).
 
     Raises:
-        ValueError: the weights file lacks an array or does not fit the base model.
+        ValueError: the weights file lacks an array, does not fit the base model, or scores
+            another number of labels than ``labels``.
     """
 
-    def __init__(self, weights: str | Path | None = None, *, model_path: str | None = None):
+    def __init__(
+        self,
+        weights: str | Path | None = None,
+        *,
+        model_path: str | None = None,
+        labels: Sequence[str] = RELATIONS,
+    ):
         torch = _torch()
         self.weights_path = Path(weights) if weights is not None else default_reader_path()
         with np.load(self.weights_path) as z:
             arrays = {k: np.asarray(z[k], dtype=np.float32) for k in z.files}
         if "head_w" not in arrays or "head_b" not in arrays:
             raise ValueError(f"pair reader weights {self.weights_path} lack the head")
-        if arrays["head_w"].shape[0] != len(RELATIONS):
+        if arrays["head_w"].shape[0] != len(labels):
             raise ValueError(
                 f"pair reader weights {self.weights_path} score {arrays['head_w'].shape[0]} "
-                f"relations, caap has {len(RELATIONS)}"
+                f"labels, {len(labels)} expected ({', '.join(labels)})"
             )
+        self.labels = tuple(labels)
         card = self.weights_path.with_suffix(".json")
         self.card: dict[str, Any] = json.loads(card.read_text()) if card.exists() else {}
         self._tok, enc = _base(model_path)
@@ -176,10 +186,10 @@ class PairReader:
         return np.vstack(out)
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> Array:
-        """Rows over :data:`RELATIONS` for each pair (the same for ``(a, b)`` and ``(b, a)``);
-        pairs read before come from a cache."""
+        """Rows over :attr:`labels` (:data:`RELATIONS` unless given) for each pair (the same
+        for ``(a, b)`` and ``(b, a)``); pairs read before come from a cache."""
         if not pairs:
-            return np.zeros((0, len(RELATIONS)), dtype=np.float32)
+            return np.zeros((0, len(self.labels)), dtype=np.float32)
         keys = [_canonical(a, b) for a, b in pairs]
         with self._lock:
             missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
@@ -225,8 +235,10 @@ def train_pair_reader(
     progress: Callable[[str], None] | None = None,
     model_path: str | None = None,
     device: str = "cpu",
+    labels: Sequence[str] = RELATIONS,
 ) -> dict[str, Any]:
-    """Fit the adapters and head on ``train`` pairs ``(a, b, relation)`` and write ``out``
+    """Fit the adapters and head on ``train`` pairs ``(a, b, label)``, each label one of
+    ``labels`` (default: :data:`RELATIONS`), and write ``out``
     (``.npz``) and its card (``.json``). Each pair is read in a random order each epoch
     (relations are symmetric here); classes are weighted by the inverse square root of
     their frequency. Returns the card (with dev macro F1 and per-relation recall when
@@ -237,13 +249,17 @@ def train_pair_reader(
     CPU. A GPU gives close, not identical, weights to the CPU's for the same seed.
 
     Raises:
-        ValueError: no training pairs, or ``device`` is not a device torch can use here.
+        ValueError: no training pairs, a pair labelled outside ``labels``, or ``device`` is
+            not a device torch can use here.
     """
     torch = _torch()
     from sklearn.metrics import f1_score
 
     if not train:
         raise ValueError("no training pairs")
+    unknown = sorted({r for _, _, r in [*train, *dev]} - set(labels))
+    if unknown:
+        raise ValueError(f"pairs labelled {unknown}, not among {list(labels)}")
     dev_ = _training_device(torch, device)
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -271,11 +287,11 @@ def train_pair_reader(
             setattr(parent, leaf, ad)
             adapters[f"{i}.{target}"] = ad
     dim = enc.config.hidden_size
-    head = torch.nn.Linear(dim, len(RELATIONS))
+    head = torch.nn.Linear(dim, len(labels))
     enc.to(dev_)
     head.to(dev_)
     params = [p for p in enc.parameters() if p.requires_grad] + list(head.parameters())
-    index: dict[str, int] = {r: i for i, r in enumerate(RELATIONS)}
+    index: dict[str, int] = {r: i for i, r in enumerate(labels)}
 
     def logits(a: Sequence[str], b: Sequence[str]) -> Any:
         t = tok(
@@ -291,9 +307,9 @@ def train_pair_reader(
         return head((h * m).sum(1) / m.sum(1))
 
     y = np.array([index[r] for _, _, r in train])
-    counts = np.bincount(y, minlength=len(RELATIONS))
+    counts = np.bincount(y, minlength=len(labels))
     weight = torch.tensor(
-        np.sqrt(len(y) / (len(RELATIONS) * np.maximum(counts, 1))),
+        np.sqrt(len(y) / (len(labels) * np.maximum(counts, 1))),
         dtype=torch.float32,
         device=dev_,
     )
@@ -346,18 +362,18 @@ def train_pair_reader(
         "format": 1,
         "kind": f"all-MiniLM-L6-v2 cross-encoder, LoRA rank {RANK} on {', '.join(TARGETS)}, "
         "linear head over mean-pooled token states",
-        "relations": list(RELATIONS),
+        "relations": list(labels),
         "seed": seed,
         "epochs": epochs,
         "lr": lr,
         "batch_size": batch_size,
         "device": str(dev_),
         "train_pairs": len(train),
-        "train_support": {r: int(counts[i]) for i, r in enumerate(RELATIONS)},
+        "train_support": {r: int(counts[i]) for i, r in enumerate(labels)},
         **(card or {}),
     }
     if dev:
-        reader = PairReader(out, model_path=model_path)
+        reader = PairReader(out, model_path=model_path, labels=labels)
         probs = reader.probabilities([(a, b) for a, b, _ in dev])
         pred = probs.argmax(axis=1)
         yd = np.array([index[r] for _, _, r in dev])
@@ -366,7 +382,7 @@ def train_pair_reader(
         result["dev_accuracy"] = float((pred == yd).mean())
         result["dev_recall"] = {
             r: float(((pred == i) & (yd == i)).sum() / max((yd == i).sum(), 1))
-            for i, r in enumerate(RELATIONS)
+            for i, r in enumerate(labels)
         }
     out.with_suffix(".json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return result

@@ -59,7 +59,7 @@ def test_weights_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         PairReader(tmp_path / "a.npz")
     wrong = dict(arrays, head_w=arrays["head_w"][:3], head_b=arrays["head_b"][:3])
     np.savez(tmp_path / "b.npz", **wrong)
-    with pytest.raises(ValueError, match="relations"):
+    with pytest.raises(ValueError, match="3 labels, 7 expected"):
         PairReader(tmp_path / "b.npz")
     short = {k: v for k, v in arrays.items() if not k.startswith("5.")}
     np.savez(tmp_path / "c.npz", **short)
@@ -169,3 +169,26 @@ def test_risk_items_train_the_risk_model_only_and_bad_ones_are_refused(tmp_path:
         with pytest.raises(ValueError, match=message) as err:
             load_corpus(f)
         assert "items.jsonl:2" in str(err.value)
+
+
+def test_a_reader_with_its_own_labels_is_trained_and_read_with_them(tmp_path: Path) -> None:
+    """Another question than the seven relations (a query against a memory: relevant or
+    not) is trained and read with its labels; read as a relation reader it is refused, and a
+    pair labelled outside its labels is refused before training."""
+    labels = ("relevant", "not_relevant")
+    train = [
+        ("Where do I work?", "I started at the fintech place on Monday.", "relevant"),
+        ("Where do I work?", "Lola refuses her new cat food.", "not_relevant"),
+    ] * 2
+    out = tmp_path / "q.npz"
+    card = train_pair_reader(train, out, dev=train[:2], epochs=1, batch_size=2, labels=labels)
+    assert card["relations"] == list(labels) and set(card["dev_recall"]) == set(labels)
+    reader = PairReader(out, labels=labels)
+    p = reader.probabilities([train[0][:2], train[1][:2]])
+    assert p.shape == (2, 2) and np.allclose(p.sum(axis=1), 1.0, atol=1e-5)
+    assert reader.probabilities([]).shape == (0, 2)
+    with pytest.raises(ValueError, match="2 labels, 7 expected"):
+        PairReader(out)
+    with pytest.raises(ValueError, match="not among"):
+        train_pair_reader([*train, ("a", "b", "agree")], tmp_path / "x.npz", labels=labels)
+    assert not (tmp_path / "x.npz").exists()
