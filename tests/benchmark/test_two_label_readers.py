@@ -1,0 +1,81 @@
+"""benchmark/two_label_readers.py: the pairs it trains two-label readers on, and its reading."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from caap.benchmark.dataset import load_dataset
+from caap.benchmark.stale import load_stale_scenarios
+from caap.policy._speech import stated_part
+
+ROOT = Path(__file__).parents[2]
+BLIND = ROOT / "caap" / "benchmark" / "data" / "blind"
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "two_label_readers", ROOT / "benchmark/two_label_readers.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_query_pairs_label_probes_and_queries_against_their_turns_and_memories() -> None:
+    mod = _module()
+    pairs = mod.query_pairs("dev")
+    label = {(q, text): lab for q, text, lab in pairs}
+    sc = load_stale_scenarios(BLIND / "dev" / "stale")[0]
+    for t in (t for s in sc.sessions for t in s.turns if t.role == "user"):
+        text = stated_part(t.content) or t.content
+        for p in sc.probes:
+            got = label.get((p.query, text))
+            if t.tag in ("old", "update"):
+                assert got == "relevant"
+            elif t.tag == "distractor":
+                assert got == "not_relevant"
+            else:  # background and untagged turns are neither
+                assert got is None
+    inst = load_dataset(BLIND / "dev" / "tangle")[0]
+    for m in inst.memories:
+        want = "not_relevant" if m.role == "distractor" else "relevant"
+        assert label[(inst.query, m.text)] == want
+    assert len(pairs) == len(set(pairs))
+
+
+def test_reach_pairs_take_each_old_turn_against_every_later_update() -> None:
+    mod = _module()
+    pairs = mod.reach_pairs("dev")
+    scenarios = load_stale_scenarios(BLIND / "dev" / "stale")
+    assert {k for *_, k in pairs} == {"direct", "propagated"}
+    sc = scenarios[0]
+    said = [
+        (t.tag, stated_part(t.content) or t.content)
+        for s in sorted(sc.sessions, key=lambda s: (s.date, s.id))
+        for t in s.turns
+        if t.role == "user" and t.tag in ("old", "update")
+    ]
+    want = {
+        (a, b, sc.kind)
+        for i, (first, a) in enumerate(said)
+        for then, b in said[i + 1 :]
+        if (first, then) == ("old", "update")
+    }
+    assert want and want <= set(pairs)
+    assert not any(b == a for a, b, _ in pairs)
+
+
+def test_auc_counts_ties_as_half_and_needs_both_classes() -> None:
+    mod = _module()
+    y = np.array([True, True, False, False])
+    assert mod.auc(np.array([0.9, 0.8, 0.1, 0.2]), y) == 1.0
+    assert mod.auc(np.array([0.1, 0.2, 0.9, 0.8]), y) == 0.0
+    assert mod.auc(np.array([0.5, 0.5, 0.5, 0.5]), y) == 0.5
+    with pytest.raises(ValueError, match="both classes"):
+        mod.auc(np.array([0.1, 0.2]), np.array([True, True]))
