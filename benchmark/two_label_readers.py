@@ -12,6 +12,10 @@ the blind corpus and reads it on held-out stale scenarios against what the shipp
   old state) or propagated (a change elsewhere that bears on it), by the scenario's kind.
   Reported per split: the area under the curve against the kind, next to the learned layer's
   reading (invalidates minus supersedes and temporal change).
+- ``agree``: two accounts labelled agreeing (same) or as a source contradiction (differ), from
+  the labelled pairs of a split (its ``tangle/`` folder's when it has one, for reading).
+  Reported per split: the area under the curve of agreeing against contradicting pairs, next
+  to the learned layer's reading (agree minus source contradiction).
 
 Neither reader is used by caap; the figures and the keep rules they were checked against are
 in ``benchmark/PREREG.md`` ("QR", "RC") and ``docs/benchmark.md``. Training runs on the CPU
@@ -36,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 BLIND = Path(__file__).resolve().parents[1] / "caap" / "benchmark" / "data" / "blind"
 QUERY_LABELS = ("relevant", "not_relevant")
 REACH_LABELS = ("direct", "propagated")
+AGREE_LABELS = ("same", "differ")
 
 
 def _user_turns(sc: object, tags: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -102,6 +107,22 @@ def reach_pairs(split: str) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys(out))
 
 
+def agree_pairs(split: str, *, tangle_only: bool = False) -> list[tuple[str, str, str]]:
+    """``(a, b, same|differ)`` for the pairs of ``split`` labelled agree or
+    source_contradiction (all of the split's labelled pairs, or only its ``tangle/`` folder's
+    when ``tangle_only`` and it has one)."""
+    from caap.conflict_graph._relations_train import load_corpus
+
+    folder = BLIND / split
+    if tangle_only and (folder / "tangle").exists():
+        folder = folder / "tangle"
+    label = {"agree": "same", "source_contradiction": "differ"}
+    pairs = [
+        (e.a, e.b, label[e.relation]) for e in load_corpus(folder).pairs if e.relation in label
+    ]
+    return list(dict.fromkeys(pairs))
+
+
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     """Area under the ROC curve: the chance a positive scores above a negative (ties half)."""
     pos, neg = scores[positive], scores[~positive]
@@ -158,9 +179,27 @@ def read_reach(reader: object, split: str) -> str:
     )
 
 
+def read_agree(reader: object, split: str) -> str:
+    from caap.conflict_graph.relations import MemoryView, get_relation_layer
+
+    pairs = agree_pairs(split, tangle_only=True)
+    y = np.array([k == "same" for *_, k in pairs])
+    p = reader.probabilities([(a, b) for a, b, _ in pairs])[:, 0]  # type: ignore[attr-defined]
+    layer = get_relation_layer("learned")
+    views = [(MemoryView("a", a), MemoryView("b", b)) for a, b, _ in pairs]
+    base = np.array(
+        [v.probs["agree"] - v.probs["source_contradiction"] for v in layer.relate(views)]
+    )
+    return (
+        f"{split}: {int(y.sum())} agreeing, {int((~y).sum())} contradicting pairs; AUC "
+        f"{auc(p, y):.3f} (the learned layer {auc(base, y):.3f}); read as the same at 0.5: "
+        f"{int((p[y] > 0.5).sum())} of the agreeing, {int((p[~y] > 0.5).sum())} of the others"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("reader", choices=("query", "reach"))
+    ap.add_argument("reader", choices=("query", "reach", "agree"))
     ap.add_argument("--out", required=True, help="weights to write (or read with --no-train)")
     ap.add_argument("--train", action="append", default=[], help="a blind split to train on")
     ap.add_argument("--read", action="append", default=[], help="a blind split to read")
@@ -171,8 +210,9 @@ def main() -> None:
     args = ap.parse_args()
     from caap.conflict_graph._pair_reader import PairReader, train_pair_reader
 
-    labels = QUERY_LABELS if args.reader == "query" else REACH_LABELS
-    build = query_pairs if args.reader == "query" else reach_pairs
+    labels = {"query": QUERY_LABELS, "reach": REACH_LABELS, "agree": AGREE_LABELS}[args.reader]
+    build = {"query": query_pairs, "reach": reach_pairs, "agree": agree_pairs}[args.reader]
+    read = {"query": read_query, "reach": read_reach, "agree": read_agree}[args.reader]
     if not args.no_train:
         if not args.train:
             ap.error("--train is needed unless --no-train")
@@ -189,7 +229,7 @@ def main() -> None:
         )
     reader = PairReader(args.out, labels=labels)
     for split in args.read:
-        print(read_query(reader, split) if args.reader == "query" else read_reach(reader, split))
+        print(read(reader, split))
 
 
 if __name__ == "__main__":

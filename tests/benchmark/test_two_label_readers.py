@@ -79,3 +79,17 @@ def test_auc_counts_ties_as_half_and_needs_both_classes() -> None:
     assert mod.auc(np.array([0.5, 0.5, 0.5, 0.5]), y) == 0.5
     with pytest.raises(ValueError, match="both classes"):
         mod.auc(np.array([0.1, 0.2]), np.array([True, True]))
+
+
+def test_agree_pairs_keep_agreeing_and_contradicting_pairs_only() -> None:
+    from caap.conflict_graph._relations_train import load_corpus
+
+    mod = _module()
+    pairs = mod.agree_pairs("dev", tangle_only=True)
+    labelled = load_corpus(BLIND / "dev" / "tangle").pairs
+    want = {"agree": "same", "source_contradiction": "differ"}
+    expected = {(e.a, e.b, want[e.relation]) for e in labelled if e.relation in want}
+    assert set(pairs) == expected
+    assert {k for *_, k in pairs} == {"same", "differ"}
+    # the whole split reads its stale scenarios' labelled pairs too
+    assert set(pairs) <= set(mod.agree_pairs("dev"))
