@@ -1,8 +1,8 @@
 """Two-label readers on the pair reader's architecture, read at the pair level.
 
 The pair reader (``caap/conflict_graph/_pair_reader.py``) is the packaged MiniLM read as a
-cross-encoder; its trainer takes any label set. This script trains one of two readers from
-the blind corpus and reads it on held-out stale scenarios against what the shipped code reads:
+cross-encoder; its trainer takes any label set. This script trains one of three readers from
+the blind corpus and reads it on splits it never saw, next to what the shipped code reads:
 
 - ``query``: a probe's query against each tagged user turn of its scenario, relevant (old and
   update turns; core and background memories of TANGLE instances) or not (distractors).
@@ -17,9 +17,10 @@ the blind corpus and reads it on held-out stale scenarios against what the shipp
   Reported per split: the area under the curve of agreeing against contradicting pairs, next
   to the learned layer's reading (agree minus source contradiction).
 
-Neither reader is used by caap; the figures and the keep rules they were checked against are
-in ``benchmark/PREREG.md`` ("QR", "RC") and ``docs/benchmark.md``. Training runs on the CPU
-(about 11 minutes for ``query``, under 2 for ``reach`` on 2 cores) or ``--device cuda``.
+None of them is used by caap; the figures and the keep rules they were checked against are
+in ``benchmark/PREREG.md`` ("QR", "RC", "AR") and ``docs/benchmark.md``. Training runs on the
+CPU (on 2 cores about 11 minutes for ``query``, under 2 for ``reach``, about 4 for ``agree`` at
+2 epochs) or ``--device cuda``.
 
     PYTHONPATH=$PWD python benchmark/two_label_readers.py query --out runs/qr.npz \\
         --train train --train train2 --train stale2 --train stale3 --read stale4 --read dev2
