@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -10,17 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests._scripts import load_script
+
 ROOT = Path(__file__).parents[2]
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "compare_runs", ROOT / "benchmark/compare_runs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmark/compare_runs.py")
 
 
 def _probe(sid: str, ptype: str, passed: bool, style: str) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -12,19 +11,14 @@ import pytest
 from caap.benchmark.dataset import load_dataset
 from caap.benchmark.stale import load_stale_scenarios
 from caap.policy._speech import stated_part
+from tests._scripts import load_script
 
 ROOT = Path(__file__).parents[2]
 BLIND = ROOT / "caap" / "benchmark" / "data" / "blind"
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "two_label_readers", ROOT / "benchmark/two_label_readers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmark/two_label_readers.py")
 
 
 def test_query_pairs_label_probes_and_queries_against_their_turns_and_memories() -> None:
