@@ -35,6 +35,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from _labelled import auc as _auc
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -125,13 +126,11 @@ def agree_pairs(split: str, *, tangle_only: bool = False) -> list[tuple[str, str
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Area under the ROC curve: the chance a positive scores above a negative (ties half)."""
-    pos, neg = scores[positive], scores[~positive]
-    if not len(pos) or not len(neg):
+    """Area under the ROC curve (``benchmark/_labelled.py``), refusing a set with one class
+    only rather than reporting nan."""
+    if not positive.any() or positive.all():
         raise ValueError("both classes are needed")
-    above = (pos[:, None] > neg[None, :]).mean()
-    ties = (pos[:, None] == neg[None, :]).mean()
-    return float(above + ties / 2)
+    return _auc(scores, positive)
 
 
 def read_query(reader: object, split: str) -> str:
