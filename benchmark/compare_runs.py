@@ -10,6 +10,8 @@ writes, so a rule is checked the same way every time.
     python benchmark/compare_runs.py tangle A B
     # every set two `benchmark/dev_sets.sh` runs share, one line each, and the stale total
     python benchmark/compare_runs.py sets HEAD_DIR CANDIDATE_DIR
+    # what fails in one `dev_sets.sh` run, by class; with a second run, what it lost, by class
+    python benchmark/compare_runs.py classes HEAD_DIR [CANDIDATE_DIR]
 
 Both print aggregates first. By default they then list what moved, by scenario or instance id;
 ``--aggregate-only`` leaves the ids out, as a look at the frozen test split must
@@ -19,7 +21,9 @@ Both print aggregates first. By default they then list what moved, by scenario o
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,20 +149,138 @@ def set_lines(before: str | Path, after: str | Path) -> list[str]:
     return lines
 
 
+_SITUATION_PATH = re.compile(r"\w+ fits the likely readings best \(situation reading: (\w+)")
+
+
+def decision_path(rationale: str) -> str:
+    """Which reading decided, from a decision's rationale, without figures or memory text:
+    the situation reading and the situation it put first, or the graph's own first clause
+    (anything in brackets left out), and ``+ guard`` where the guard changed the action."""
+    m = _SITUATION_PATH.match(rationale)
+    if m:
+        path = f"situation reading, {m.group(1)} first"
+    else:
+        clause = rationale.split("[guard]")[0].split(";")[0]
+        path = re.sub(r"\s*\([^)]*\)", "", clause).strip() or "-"
+    return path + (" + guard" if "[guard]" in rationale else "")
+
+
+def _update_seen(shown: Sequence[str | None], cited: Sequence[str | None]) -> str:
+    if "update" in cited:
+        return "update cited"
+    return "update shown, not cited" if "update" in shown else "update not shown"
+
+
+def _counted(counts: Counter[tuple[str, ...]]) -> list[str]:
+    return [f"  {n:3d}  " + " | ".join(k) for k, n in counts.most_common()]
+
+
+def stale_classes(r: StaleReport) -> list[str]:
+    """The failed probes of one run: how many per style, then by class (the action, the
+    checks failed, whether an update turn was shown and cited, the decision path)."""
+    failed = [x for x in r.results if not x.passed]
+    styles = Counter(x.style or "-" for x in failed)
+    head = f"{len(failed)} failed; " + ", ".join(f"{k} {n}" for k, n in sorted(styles.items()))
+    counts = Counter(
+        (
+            x.action,
+            "failed " + "+".join(sorted(k for k, ok in x.checks.items() if not ok)),
+            _update_seen(x.shown_tags, x.cited_tags),
+            decision_path(x.rationale),
+        )
+        for x in failed
+    )
+    return [head, *_counted(counts)]
+
+
+def control_classes(r: Report) -> list[str]:
+    """The no-conflict instances of one run not committed on, by class (high stakes or
+    not, the action, the decision path)."""
+    held = [i for i in r.instances if i.conflict_type == "NONE" and i.action != "commit"]
+    counts = Counter(
+        (
+            "high stakes" if i.high_risk else "ordinary stakes",
+            i.action,
+            decision_path(i.decision.rationale if i.decision else ""),
+        )
+        for i in held
+    )
+    committed, controls = controls_committed(r)
+    return [f"{controls - committed} of {controls} controls not committed", *_counted(counts)]
+
+
+def lost_classes(a: StaleReport, b: StaleReport) -> list[str]:
+    """The probes passed in ``a`` and failed in ``b``, by class (the action before and
+    after, the checks failed after)."""
+    before = {(x.scenario_id, x.probe_type): x for x in a.results}
+    lost = [
+        (before[(x.scenario_id, x.probe_type)], x)
+        for x in b.results
+        if not x.passed and before[(x.scenario_id, x.probe_type)].passed
+    ]
+    counts = Counter(
+        (
+            f"{was.action} -> {now.action}",
+            "failed " + "+".join(sorted(k for k, ok in now.checks.items() if not ok)),
+        )
+        for was, now in lost
+    )
+    return [f"{len(lost)} lost", *_counted(counts)]
+
+
+def class_lines(run: str | Path, candidate: str | Path | None = None) -> list[str]:
+    """Per set of a ``dev_sets.sh`` output folder: the failed stale probes and the controls
+    not committed, by class (counts only, no ids). With ``candidate``, a second such folder,
+    also the stale probes the candidate lost, by class, over the sets both ran.
+
+    Raises:
+        ValueError: the folder holds no set run, or the two share none.
+    """
+    a_dir = Path(run)
+    names = sorted(
+        d.name
+        for d in a_dir.glob("*_*")
+        if d.is_dir()
+        and d.name.startswith(("stale_", "tangle_"))
+        and (candidate is None or (Path(candidate) / d.name).is_dir())
+    )
+    if not names:
+        raise ValueError(f"no set run (stale_SET or tangle_SET) in {a_dir} to read")
+    lines: list[str] = []
+    for name in names:
+        if name.startswith("stale_"):
+            sa = read_stale_report(a_dir / name)
+            body = stale_classes(sa)
+            if candidate is not None:
+                lost = lost_classes(sa, read_stale_report(Path(candidate) / name))
+                body += ["lost by the candidate: " + lost[0], *lost[1:]]
+        else:
+            body = control_classes(read_report(a_dir / name))
+        lines += [f"{name}: {body[0]}", *body[1:]]
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("kind", choices=[*sorted(_KINDS), "sets"])
+    p.add_argument("kind", choices=[*sorted(_KINDS), "sets", "classes"])
     p.add_argument("before", help="the head's run directory (or its report file)")
-    p.add_argument("after", help="the candidate's run directory (or its report file)")
+    p.add_argument(
+        "after",
+        nargs="?",
+        help="the candidate's run directory (or its report file); optional for classes",
+    )
     p.add_argument(
         "--aggregate-only",
         action="store_true",
         help="counts only, no scenario or instance ids (for the frozen test split)",
     )
     args = p.parse_args(argv)
-    if args.kind == "sets":
+    if args.after is None and args.kind != "classes":
+        p.error(f"{args.kind} compares two runs: give the candidate's run too")
+    if args.kind in ("sets", "classes"):
+        lines = set_lines if args.kind == "sets" else class_lines
         try:
-            print("\n".join(set_lines(args.before, args.after)))
+            print("\n".join(lines(args.before, args.after)))
         except (FileNotFoundError, ValueError) as e:
             print(f"compare_runs: {e}", file=sys.stderr)
             return 2

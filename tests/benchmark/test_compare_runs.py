@@ -169,3 +169,64 @@ def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
     assert not any("only_in_head" in line for line in out)
     # two folders with nothing in common is an error, not an empty comparison
     assert mod.main(["sets", str(head), str(tmp_path / "empty")]) == 2
+
+
+def test_the_decision_path_names_the_reading_without_figures_or_memory_text() -> None:
+    path = _module().decision_path
+    assert (
+        path("commit fits the likely readings best (situation reading: STALE 0.63, NONE 0.2)")
+        == "situation reading, STALE first"
+    )
+    assert (
+        path(
+            "low stakes and one side is a record (the Bosch manual) again; act on it "
+            "[guard] commit changed to verify: no positive evidence (memory mem-01 ...)"
+        )
+        == "low stakes and one side is a record again + guard"
+    )
+    assert path("") == "-"
+
+
+def test_classes_count_failures_and_losses_by_class_with_no_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _module()
+    head, cand = tmp_path / "head", tmp_path / "cand"
+    head.mkdir()
+    cand.mkdir()
+    graph = "a later observation replaces an earlier one; act on the current state"
+    probes = []
+    for sid, passed, cited in (("s1", False, ["old"]), ("s2", False, ["old"]), ("s3", True, [])):
+        p = _probe(sid, "state_resolution", passed, "chatty")
+        probes.append(
+            {**p, "shown_tags": ["old", "update"], "cited_tags": cited, "rationale": graph}
+        )
+    report = {"policy": {}, "backend": "builtin", "k": 10, "dataset": "d", "results": probes}
+    for folder, results in (
+        (head, probes),
+        (cand, [*probes[:2], {**probes[2], "passed": False, "checks": {"names_current": False}}]),
+    ):
+        (folder / "stale_x").mkdir()
+        data = {**report, "results": results}
+        (folder / "stale_x" / "stale_report.json").write_text(json.dumps(data), encoding="utf-8")
+    decision = {"action": "verify", "conflict_type": "SCC", "rationale": "sources disagree (x); y"}
+    held = {**_instance("c2", "NONE", "verify", "r", high_risk=True), "decision": decision}
+    _tangle(head / "tangle_z", [_instance("c1", "NONE", "commit", "x"), held])
+    assert mod.main(["classes", str(head)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "stale_x: 2 failed; chatty 2"
+    assert out[1] == (
+        "    2  commit | failed names_current | update shown, not cited | "
+        "a later observation replaces an earlier one"
+    )
+    assert out[2] == "tangle_z: 1 of 2 controls not committed"
+    assert out[3] == "    1  high stakes | verify | sources disagree"
+    assert not any(i in line for line in out for i in ("s1", "s2", "c1", "c2"))
+    # against a candidate: what it lost, from which action to which
+    assert mod.main(["classes", str(head), str(cand)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "lost by the candidate: 1 lost" in out
+    assert "    1  commit -> commit | failed names_current" in out
+    assert mod.main(["classes", str(tmp_path / "missing")]) == 2
+    with pytest.raises(SystemExit):
+        mod.main(["sets", str(head)])
