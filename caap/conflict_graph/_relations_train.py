@@ -960,6 +960,24 @@ def _cmd_train_speaker(args: Any) -> int:
     return 0
 
 
+def _cmd_train_request(args: Any) -> int:
+    from caap._embeddings import get_embedder
+    from caap.policy._request_head import load_request_rows, train_request_head
+
+    train = [r for path in args.data for r in load_request_rows(path)]
+    dev = [r for path in args.dev for r in load_request_rows(path)]
+    card = train_request_head(train, dev, get_embedder().encode, args.out, seed=args.seed)
+    card = {**card, "train_data": list(args.data), "dev_data": list(args.dev)}
+    Path(args.out).with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
+    print(
+        f"wrote {args.out} and {Path(args.out).with_suffix('.json')}: C={card['C']}, reads "
+        f"a turn as only asking at {card['threshold']}, dev asking turns caught "
+        f"{card['dev_asks_caught']}/{card['dev_asks']} (stating turns read as stating nothing "
+        f"at most {card['dev_states_lost_allowed']}, as the rules alone)"
+    )
+    return 0
+
+
 def evaluate_pairs(
     data: str | Path | Sequence[str | Path],
     layer: RelationLayer,
@@ -1134,6 +1152,27 @@ def add_relations_parser(sub: Any) -> None:
     sp.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
     sp.add_argument("--seed", type=int, default=0)
     sp.set_defaults(handler=_cmd_train_speaker)
+    rq = rsub.add_parser(
+        "train-request",
+        help="fit the request head (whether a stored turn only asks the assistant, or states "
+        "something about the user) that the policy reads beside the sentence-form rules",
+    )
+    rq.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        help="JSONL of turns with text and label (states or asks), or a folder of TANGLE "
+        "instances (their memories, as states); repeatable",
+    )
+    rq.add_argument(
+        "--dev",
+        required=True,
+        action="append",
+        help="JSONL like --data, to choose C and the threshold; repeatable",
+    )
+    rq.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
+    rq.add_argument("--seed", type=int, default=0)
+    rq.set_defaults(handler=_cmd_train_request)
     c = rsub.add_parser(
         "calibrate",
         help="fit a prior shift of the situation reading on data the models never saw and "
