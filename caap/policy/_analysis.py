@@ -46,6 +46,7 @@ from caap.models import (
 )
 from caap.policy._injection import PLACEHOLDER
 from caap.policy._reliability import SourceView, source_view
+from caap.policy._request_head import read_stated
 from caap.policy._speech import stated_part
 
 __all__ = ["SELF_SOURCES", "Analysis", "StaleView", "analyze", "is_self_source", "max_risk"]
@@ -237,6 +238,11 @@ class Analysis:
     the pair's "related" reading that is agreement (not a context, time or source conflict),
     from a layer that reads whole situations; empty otherwise. The guard reads it as positive
     evidence that someone else's account states the same thing as a first-hand one."""
+    said_reading: Callable[[], dict[str, str]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Reads :attr:`said` on demand (only an answer that quotes memories needs it)."""
+    _said: list[dict[str, str]] = field(default_factory=list, init=False, repr=False, compare=False)
     unrelated: dict[frozenset[str], float] = field(default_factory=dict)
     """For the pairs of :attr:`agreement`: the layer's probability that the two memories are
     about different things (the guard does not hold two first-hand claims read as surely
@@ -258,6 +264,25 @@ class Analysis:
     def text(self, memory_id: str) -> str:
         """A memory's text."""
         return self.memories[memory_id].text
+
+    @property
+    def said(self) -> dict[str, str]:
+        """Per memory, what it states, read by the request head beside the sentence-form rules
+        (:func:`~caap.policy._request_head.stated_text`), for what answers quote; empty
+        without the head, and :meth:`stated` then reads the rules alone. Decisions read the
+        rules alone (the situation model was fitted on their reading). Read once."""
+        if self.said_reading is None:
+            return {}
+        if not self._said:
+            self._said.append(self.said_reading())
+        return self._said[0]
+
+    def stated(self, memory_id: str) -> str:
+        """What a memory states (empty for a stored turn that only asks): :attr:`said`'s
+        reading, else the sentence-form rules'."""
+        if memory_id in self.said:
+            return self.said[memory_id]
+        return stated_part(self.text(memory_id))
 
     @property
     def sides(self) -> dict[str, list[str]]:
@@ -541,6 +566,7 @@ def analyze(
             else {}
         ),
         unrelated=unrelated,
+        said_reading=partial(_read_said, embedder, filled),
     )
 
 
@@ -653,13 +679,21 @@ def _risk_texts(
     return [filled[i].text for i in ids]
 
 
+def _read_said(embedder: Embedder, filled: Mapping[str, Memory]) -> dict[str, str]:
+    """:attr:`Analysis.said` for ``filled`` (empty without a request head)."""
+    heads = read_stated(embedder, [m.text for m in filled.values()])
+    return dict(zip(filled, heads, strict=True)) if heads is not None else {}
+
+
 def _stated_situation(
     layer: RelationLayer, query: str, texts: Sequence[str]
 ) -> SituationVerdict | None:
     """``layer``'s situation reading of what ``texts`` state (a stored request states nothing):
     :attr:`Analysis.situation`, and :attr:`Analysis.guard_reading` when a commit needs it.
     ``None`` at once for a layer that does not read situations (``rules``), so picking out what
-    memories state is not done on every answer there."""
+    memories state is not done on every answer there. What they state is the sentence-form
+    rules' reading, the one the situation model was fitted on (the request head's,
+    :attr:`Analysis.said`, is for what answers quote)."""
     if getattr(layer, "situation", None) is None:
         return None
     stated = [t for t in (stated_part(x) for x in texts) if t]

@@ -59,7 +59,6 @@ from caap.policy._analysis import (
     second_person,
     short,
 )
-from caap.policy._speech import stated_part
 
 __all__ = ["GUARD_TAG", "apply_guard", "guarded", "max_risk", "realize_guarded"]
 
@@ -382,7 +381,7 @@ def realize_guarded(analysis: Analysis, decision: Decision) -> Response:
     say what the memories hold and from whom, and what to confirm before acting."""
     a = analysis
     claims = _claims(decision, a) or a.relevant[:3]
-    claims = [i for i in claims if stated_part(a.memories[i].text)]  # not a stored request
+    claims = [i for i in claims if a.stated(i)]  # not a stored request
     if decision.risk is RiskTier.HIGH:
         lines = ["This is a high-stakes matter, so I'd confirm it before acting on it."]
     else:
@@ -392,7 +391,7 @@ def realize_guarded(analysis: Analysis, decision: Decision) -> Response:
         for i in claims[:3]:
             m = a.memories[i]
             who = f" ({m.source})" if m.source else ""
-            said.append(second_person(short(stated_part(m.text), 30), a.subject) + who)
+            said.append(second_person(short(a.stated(i), 30), a.subject) + who)
         lines.append("What your memories say: " + "; ".join(said) + ".")
     lines.append(
         "That is not yet confirmed by you or by the governing record, so I wouldn't treat it "

@@ -427,7 +427,7 @@ def _said(a: Analysis, memory_id: str, words: int) -> str:
     her", told in the user's own words, "her" is the mother.
     """
     text = a.text(memory_id)
-    clip = short(stated_part(text) or text, words)
+    clip = short(a.stated(memory_id) or text, words)
     names_user = any(re.search(rf"\b{re.escape(n)}\b", text) for n in a.subject)
     if names_user and not _text.in_own_words(text) and not _names_someone_else(a, text):
         # "her" as an object ("contraindicated for her.") is "you", not "your".
@@ -865,9 +865,9 @@ def _also_told(a: Analysis, quoted: list[str]) -> list[str]:
     """Up to :data:`ALSO_TOLD` memories the layer read as part of the change
     (:attr:`Analysis.changes_read`) that the answer does not quote yet and that state
     something, in time order."""
-    return [
-        i for i in a.changes_read if i not in quoted and i in a.memories and stated_part(a.text(i))
-    ][:ALSO_TOLD]
+    return [i for i in a.changes_read if i not in quoted and i in a.memories and a.stated(i)][
+        :ALSO_TOLD
+    ]
 
 
 def _say_also_told(a: Analysis, r: _Draft, quoted: list[str]) -> list[str]:
@@ -997,7 +997,7 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
             r.say("I'll go with that.")
         return
     # Answer from what the memories state; a stored question or request is not a fact.
-    top = [i for i in a.relevant if stated_part(a.text(i))][:3]
+    top = [i for i in a.relevant if a.stated(i)][:3]
     if not top:
         r.say("I don't have anything on record about this yet.")
         return
@@ -1012,12 +1012,12 @@ def _commit(a: Analysis, d: Decision, r: _Draft) -> None:
 def _unsettled(a: Analysis, d: Decision, r: _Draft) -> None:
     """No conflict cluster was found, yet committing is not justified (the situation reading
     says the memories may depend on context, switch, or disagree): lay them side by side."""
-    ids = [i for i in a.relevant if stated_part(a.text(i))][:4]
+    ids = [i for i in a.relevant if a.stated(i)][:4]
     if len(ids) < 2:
         # The graph's view holds fewer than two statements, but the situation reading read
         # every recalled memory: lay out the nearest statements it read, not one alone.
         nearest = sorted(a.memories, key=lambda i: -a.relevance.get(i, 0.0))
-        ids += [i for i in nearest if i not in ids and stated_part(a.text(i))][: 4 - len(ids)]
+        ids += [i for i in nearest if i not in ids and a.stated(i)][: 4 - len(ids)]
     ids = ids or a.relevant[:3]
     kind = d.conflict_type
     if kind is ConflictType.BOC:
@@ -1064,7 +1064,7 @@ def _newest_state(a: Analysis, d: Decision, r: _Draft) -> None:
     """The situation reading says a later state replaced an earlier one the graph did not
     link: answer from the most recent of the memories nearest the query, and name what it
     may replace as history."""
-    near = [i for i in a.relevant if stated_part(a.text(i))][:4] or a.relevant[:3]
+    near = [i for i in a.relevant if a.stated(i)][:4] or a.relevant[:3]
     if not near:
         _nothing_on_record(a, r)
         return

@@ -98,6 +98,32 @@ def test_weights_without_an_array_are_refused(tmp_path: Path) -> None:
         RequestHead(bad)
 
 
+def test_the_analysis_reads_what_stored_turns_state_with_the_shipped_head(embedder: Any) -> None:
+    """A chat question without a question mark states nothing; a statement that ends in a
+    question is kept whole where the rules alone drop it; a plain statement is as the rules
+    read it."""
+    from datetime import datetime, timedelta, timezone
+
+    from caap.models import Memory
+    from caap.policy._analysis import analyze
+
+    t0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    texts = [
+        "best app to split bills w roommates",
+        "Can't eat gluten any more, diagnosed last week?",
+        "I started at the fintech place on Monday.",
+    ]
+    memories = [
+        Memory(id=f"m{k}", user_id="u", text=t, created_at=t0 + timedelta(days=k))
+        for k, t in enumerate(texts)
+    ]
+    a = analyze(memories, "what can I eat these days?", embedder)
+    assert a.said == {"m0": "", "m1": texts[1], "m2": texts[2]}
+    assert [a.stated(i) for i in ("m0", "m1", "m2")] == ["", texts[1], texts[2]]
+    # The rules alone read the first as stating and the second as stating nothing.
+    assert stated_part(texts[0]) == texts[0] and stated_part(texts[1]) == ""
+
+
 def test_a_folder_of_instances_gives_its_notes_as_stating_turns(tmp_path: Path) -> None:
     rows = load_request_rows(Path(__file__).parents[2] / "caap/benchmark/data/blind/dev/tangle")
     assert rows and all(r["label"] == "states" for r in rows)
