@@ -1078,6 +1078,22 @@ def _cmd_eval(args: Any) -> int:
     return 0
 
 
+def _head_arguments(parser: Any, data_help: str) -> None:
+    """The arguments every small head's training command takes (the speaker head, the request
+    head): its data, its dev data, the weights file and the seed."""
+    parser.add_argument("--data", required=True, action="append", help=data_help)
+    parser.add_argument(
+        "--dev",
+        required=True,
+        action="append",
+        help="JSONL like --data, to choose C and the threshold; repeatable",
+    )
+    parser.add_argument(
+        "--out", required=True, help="weights file to write (.npz; a .json card too)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
 def add_relations_parser(sub: Any) -> None:
     """Add ``caap relations train`` to the ``caap`` command's subparsers."""
     p = sub.add_parser("relations", help="the learned relation layer: train it on your data")
@@ -1137,41 +1153,18 @@ def add_relations_parser(sub: Any) -> None:
         help="fit the speaker head (who a memory's claim comes from: user, person, record, "
         "hearsay) that the guard's first-hand reading uses",
     )
-    sp.add_argument(
-        "--data",
-        required=True,
-        action="append",
-        help="JSONL of memories with text and speaker; repeatable",
-    )
-    sp.add_argument(
-        "--dev",
-        required=True,
-        action="append",
-        help="JSONL like --data, to choose C and the threshold; repeatable",
-    )
-    sp.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
-    sp.add_argument("--seed", type=int, default=0)
+    _head_arguments(sp, "JSONL of memories with text and speaker; repeatable")
     sp.set_defaults(handler=_cmd_train_speaker)
     rq = rsub.add_parser(
         "train-request",
         help="fit the request head (whether a stored turn only asks the assistant, or states "
         "something about the user) that the policy reads beside the sentence-form rules",
     )
-    rq.add_argument(
-        "--data",
-        required=True,
-        action="append",
-        help="JSONL of turns with text and label (states or asks), or a folder of TANGLE "
-        "instances (their memories, as states); repeatable",
+    _head_arguments(
+        rq,
+        "JSONL of turns with text and label (states or asks), or a folder of TANGLE instances "
+        "(their memories, as states); repeatable",
     )
-    rq.add_argument(
-        "--dev",
-        required=True,
-        action="append",
-        help="JSONL like --data, to choose C and the threshold; repeatable",
-    )
-    rq.add_argument("--out", required=True, help="weights file to write (.npz; a .json card too)")
-    rq.add_argument("--seed", type=int, default=0)
     rq.set_defaults(handler=_cmd_train_request)
     c = rsub.add_parser(
         "calibrate",

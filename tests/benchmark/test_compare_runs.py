@@ -72,6 +72,14 @@ def _tangle(path: Path, instances: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _run_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two empty `dev_sets.sh` output folders: the head's and a candidate's."""
+    head, cand = tmp_path / "head", tmp_path / "cand"
+    head.mkdir()
+    cand.mkdir()
+    return head, cand
+
+
 def test_stale_gains_and_losses_are_counted_probe_by_probe(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,9 +153,7 @@ def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mod = _module()
-    head, cand = tmp_path / "head", tmp_path / "cand"
-    head.mkdir()
-    cand.mkdir()
+    head, cand = _run_dirs(tmp_path)
     _stale(head / "stale_x", {("s1", "state_resolution"): False, ("s2", "state_resolution"): True})
     _stale(cand / "stale_x", {("s1", "state_resolution"): True, ("s2", "state_resolution"): False})
     _stale(head / "stale_y", {("s3", "implicit_adaptation"): False})
@@ -191,9 +197,7 @@ def test_classes_count_failures_and_losses_by_class_with_no_ids(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mod = _module()
-    head, cand = tmp_path / "head", tmp_path / "cand"
-    head.mkdir()
-    cand.mkdir()
+    head, cand = _run_dirs(tmp_path)
     graph = "a later observation replaces an earlier one; act on the current state"
     probes = []
     for sid, passed, cited in (("s1", False, ["old"]), ("s2", False, ["old"]), ("s3", True, [])):
