@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from caap._small_heads import head_arrays, labelled_rows
+
 __all__ = [
     "FIRST_HAND",
     "SPEAKERS",
@@ -56,13 +58,10 @@ class SpeakerHead:
 
     def __init__(self, path: str | Path | None = None, *, dimension: int | None = None) -> None:
         self.path = Path(path) if path is not None else default_speaker_path()
-        with np.load(self.path) as z:
-            missing = [k for k in ("w", "b", "threshold") if k not in z.files]
-            if missing:
-                raise ValueError(f"speaker weights {self.path} lack arrays {missing}")
-            self.w = np.asarray(z["w"], dtype=np.float32)
-            self.b = np.asarray(z["b"], dtype=np.float32)
-            self.threshold = float(z["threshold"])
+        z = head_arrays(self.path, "speaker")
+        self.w = np.asarray(z["w"], dtype=np.float32)
+        self.b = np.asarray(z["b"], dtype=np.float32)
+        self.threshold = float(z["threshold"])
         if self.w.shape[1] != len(SPEAKERS) or (
             dimension is not None and self.w.shape[0] != dimension
         ):
@@ -94,15 +93,7 @@ def load_speaker_rows(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         ValueError: a line without text or with an unknown speaker.
     """
-    rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if not str(row.get("text", "")).strip() or row.get("speaker") not in SPEAKERS:
-            raise ValueError(f"{path}:{n}: needs a text and a speaker among {SPEAKERS}")
-        rows.append(row)
-    return rows
+    return labelled_rows(path, "speaker", SPEAKERS)
 
 
 def train_speaker_head(

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from caap._small_heads import head_arrays, labelled_rows
 from caap.policy._speech import stated_part
 
 __all__ = [
@@ -77,13 +78,10 @@ class RequestHead:
 
     def __init__(self, path: str | Path | None = None, *, dimension: int | None = None) -> None:
         self.path = Path(path) if path is not None else default_request_path()
-        with np.load(self.path) as z:
-            missing = [k for k in ("w", "b", "threshold") if k not in z.files]
-            if missing:
-                raise ValueError(f"request head weights {self.path} lack arrays {missing}")
-            self.w = np.asarray(z["w"], dtype=np.float32).reshape(-1)
-            self.b = float(z["b"])
-            self.threshold = float(z["threshold"])
+        z = head_arrays(self.path, "request head")
+        self.w = np.asarray(z["w"], dtype=np.float32).reshape(-1)
+        self.b = float(z["b"])
+        self.threshold = float(z["threshold"])
         if dimension is not None and self.w.shape[0] != dimension + 1:
             raise ValueError(
                 f"request head weights {self.path} read {self.w.shape[0] - 1}-dimensional "
@@ -167,15 +165,7 @@ def load_request_rows(path: str | Path) -> list[dict[str, Any]]:
 
         texts = dict.fromkeys(m.text for inst in iter_dataset(path) for m in inst.memories)
         return [{"text": t, "label": "states"} for t in texts]
-    rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if not str(row.get("text", "")).strip() or row.get("label") not in LABELS:
-            raise ValueError(f"{path}:{n}: needs a text and a label among {LABELS}")
-        rows.append(row)
-    return rows
+    return labelled_rows(path, "label", LABELS)
 
 
 def train_request_head(
