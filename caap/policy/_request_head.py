@@ -127,29 +127,32 @@ def shared_request_head(path: str | Path | None = None) -> RequestHead | None:
         return _shared[p]
 
 
-_asks_cache: dict[tuple[Path, str], float] = {}
+_said_cache: dict[tuple[Path, str], str] = {}
 _CACHE_MAX = 50_000
 
 
 def read_stated(embedder: Any, texts: Sequence[str]) -> list[str] | None:
     """What each of ``texts`` states (:func:`stated_text`) under the shipped head, reading each
-    distinct text once per process; ``None`` when there is no head or it does not fit the
-    embedder (the rules alone then say what a turn states). The head is the shipped one, or
-    the one :data:`HEAD_ENV` names."""
+    distinct text once per process (what it states is kept, so the rules are not read again);
+    ``None`` when there is no head or it does not fit the embedder (the rules alone then say
+    what a turn states). The head is the shipped one, or the one :data:`HEAD_ENV` names."""
     head = shared_request_head(os.environ.get(HEAD_ENV) or None)
     if head is None or head.w.shape[0] != int(getattr(embedder, "dimension", -1)) + 1:
         return None
     with _shared_lock:
-        missing = list(dict.fromkeys(t for t in texts if (head.path, t) not in _asks_cache))
+        known = {t: _said_cache[(head.path, t)] for t in texts if (head.path, t) in _said_cache}
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
     if missing:
         p = head.asks(embedder.encode(missing), missing)
+        fresh = {
+            t: stated_text(t, float(v), head.threshold) for t, v in zip(missing, p, strict=True)
+        }
+        known.update(fresh)
         with _shared_lock:
-            if len(_asks_cache) > _CACHE_MAX:
-                _asks_cache.clear()
-            _asks_cache.update({(head.path, t): float(v) for t, v in zip(missing, p, strict=True)})
-    with _shared_lock:
-        asks = [_asks_cache.get((head.path, t)) for t in texts]
-    return [stated_text(t, a, head.threshold) for t, a in zip(texts, asks, strict=True)]
+            if len(_said_cache) > _CACHE_MAX:
+                _said_cache.clear()
+            _said_cache.update({(head.path, t): said for t, said in fresh.items()})
+    return [known[t] for t in texts]
 
 
 def load_request_rows(path: str | Path) -> list[dict[str, Any]]:
