@@ -270,7 +270,8 @@ class Analysis:
         """Per memory, what it states, read by the request head beside the sentence-form rules
         (:func:`~caap.policy._request_head.stated_text`), for what answers quote; empty
         without the head, and :meth:`stated` then reads the rules alone. Decisions read the
-        rules alone (the situation model was fitted on their reading). Read once."""
+        rules alone (the situation reading was measured with them; the head's reading there
+        cost stale probes). Read once."""
         if self.said_reading is None:
             return {}
         if not self._said:
@@ -692,8 +693,9 @@ def _stated_situation(
     :attr:`Analysis.situation`, and :attr:`Analysis.guard_reading` when a commit needs it.
     ``None`` at once for a layer that does not read situations (``rules``), so picking out what
     memories state is not done on every answer there. What they state is the sentence-form
-    rules' reading, the one the situation model was fitted on (the request head's,
-    :attr:`Analysis.said`, is for what answers quote)."""
+    rules' reading (the request head's, :attr:`Analysis.said`, is for what answers quote). The
+    situation model was fitted on whole stored texts; refitting it on this reading moved it
+    little (TS in ``benchmark/PREREG.md``)."""
     if getattr(layer, "situation", None) is None:
         return None
     stated = [t for t in (stated_part(x) for x in texts) if t]
