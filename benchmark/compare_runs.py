@@ -56,6 +56,22 @@ def stale_moves(a: StaleReport, b: StaleReport) -> tuple[list[str], list[str]]:
     return gained, lost
 
 
+def citing_more_updates(a: StaleReport, b: StaleReport, keys: Sequence[str]) -> int:
+    """How many of ``keys`` (``scenario/probe_type``, as :func:`stale_moves` gives them) cite
+    more update turns in ``b`` than in ``a``. The scorer's checks that an answer marks the old
+    state as changed pass on a correction phrase anywhere in it, so a probe can be gained by a
+    phrase about another turn; a gain that cites a further update turn is not that."""
+    cited_a = {f"{r.scenario_id}/{r.probe_type}": r.cited_tags.count("update") for r in a.results}
+    cited_b = {f"{r.scenario_id}/{r.probe_type}": r.cited_tags.count("update") for r in b.results}
+    return sum(cited_b[k] > cited_a[k] for k in keys)
+
+
+def _gains(a: StaleReport, b: StaleReport, gained: Sequence[str]) -> str:
+    return (
+        f"gained {len(gained)} ({citing_more_updates(a, b, gained)} citing a further update turn)"
+    )
+
+
 def tangle_summary(r: Report) -> str:
     """One line: acceptable actions, controls committed, unsafe commits, structural total."""
     ok, n = r.acceptable()
@@ -96,7 +112,7 @@ def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
 def _stale_lines(a: StaleReport, b: StaleReport) -> tuple[str, list[str]]:
     gained, lost = stale_moves(a, b)
     moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
-    return f"gained {len(gained)}, lost {len(lost)}", moved
+    return f"{_gains(a, b, gained)}, lost {len(lost)}", moved
 
 
 def _tangle_lines(a: Report, b: Report) -> tuple[str, list[str]]:
@@ -127,14 +143,15 @@ def set_lines(before: str | Path, after: str | Path) -> list[str]:
     )
     if not names:
         raise ValueError(f"{a_dir} and {b_dir} share no set run (stale_SET or tangle_SET)")
-    lines, gained, lost = [], 0, 0
+    lines, gained, lost, citing = [], 0, 0, 0
     for name in names:
         if name.startswith("stale_"):
             sa, sb = read_stale_report(a_dir / name), read_stale_report(b_dir / name)
             g, x = stale_moves(sa, sb)
             gained, lost = gained + len(g), lost + len(x)
+            citing += citing_more_updates(sa, sb, g)
             (pa, n), (pb, _) = sa.accuracy(), sb.accuracy()
-            lines.append(f"{name}: {pa} -> {pb}/{n} passed, gained {len(g)}, lost {len(x)}")
+            lines.append(f"{name}: {pa} -> {pb}/{n} passed, {_gains(sa, sb, g)}, lost {len(x)}")
         else:
             ta, tb = read_report(a_dir / name), read_report(b_dir / name)
             actions, _ = tangle_moves(ta, tb)
@@ -145,7 +162,10 @@ def set_lines(before: str | Path, after: str | Path) -> list[str]:
                 f"{name}: acceptable {oa} -> {ob}/{n}, controls committed {ca} -> {cb}/{c}, "
                 f"unsafe {ua} -> {ub}, actions changed {len(actions)}"
             )
-    lines.append(f"stale probes over these sets: gained {gained}, lost {lost}")
+    lines.append(
+        f"stale probes over these sets: gained {gained} ({citing} citing a further update "
+        f"turn), lost {lost}"
+    )
     return lines
 
 

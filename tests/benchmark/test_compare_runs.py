@@ -44,6 +44,16 @@ def _stale(path: Path, passed: dict[tuple[str, str], bool]) -> Path:
     return path
 
 
+def _cite_update(run: Path, sid: str) -> None:
+    """Make the answers to scenario ``sid`` in a stale run cite one update turn."""
+    path = run / "stale_report.json"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    for r in report["results"]:
+        if r["scenario_id"] == sid:
+            r["cited_tags"] = ["update"]
+    path.write_text(json.dumps(report), encoding="utf-8")
+
+
 def _instance(
     iid: str, ctype: str, action: str, response: str, high_risk: bool = False
 ) -> dict[str, Any]:
@@ -103,7 +113,7 @@ def test_stale_gains_and_losses_are_counted_probe_by_probe(
     assert mod.main(["stale", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     # one lost, two gained: the totals alone (1 -> 2) would hide the loss
-    assert "gained 2, lost 1" in out
+    assert "gained 2 (0 citing a further update turn), lost 1" in out
     assert "- s1/state_resolution" in out and "+ s2/state_resolution" in out
     assert "premise 0/1" in out and "premise 1/1" in out
     # a look at the test split prints no scenario id
@@ -155,7 +165,11 @@ def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
     mod = _module()
     head, cand = _run_dirs(tmp_path)
     _stale(head / "stale_x", {("s1", "state_resolution"): False, ("s2", "state_resolution"): True})
-    _stale(cand / "stale_x", {("s1", "state_resolution"): True, ("s2", "state_resolution"): False})
+    x = _stale(
+        cand / "stale_x", {("s1", "state_resolution"): True, ("s2", "state_resolution"): False}
+    )
+    # the gain in stale_x cites an update turn the head's answer did not; stale_y's does not
+    _cite_update(x, "s1")
     _stale(head / "stale_y", {("s3", "implicit_adaptation"): False})
     _stale(cand / "stale_y", {("s3", "implicit_adaptation"): True})
     control = _instance("c1", "NONE", "commit", "x")
@@ -164,14 +178,16 @@ def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
     _stale(head / "stale_only_in_head", {("s9", "state_resolution"): True})
     assert mod.main(["sets", str(head), str(cand)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "stale_x: 1 -> 1/2 passed, gained 1, lost 1" in out
-    assert "stale_y: 0 -> 1/1 passed, gained 1, lost 0" in out
+    assert "stale_x: 1 -> 1/2 passed, gained 1 (1 citing a further update turn), lost 1" in out
+    assert "stale_y: 0 -> 1/1 passed, gained 1 (0 citing a further update turn), lost 0" in out
     assert (
         "tangle_z: acceptable 1 -> 0/1, controls committed 1 -> 0/1, unsafe 0 -> 0, "
         "actions changed 1" in out
     )
     # the total counts every loss, and a set run on one side only is left out
-    assert out[-1] == "stale probes over these sets: gained 2, lost 1"
+    assert out[-1] == (
+        "stale probes over these sets: gained 2 (1 citing a further update turn), lost 1"
+    )
     assert not any("only_in_head" in line for line in out)
     # two folders with nothing in common is an error, not an empty comparison
     assert mod.main(["sets", str(head), str(tmp_path / "empty")]) == 2
