@@ -39,6 +39,8 @@ The guard is pure: it reads the analysis and the decision and returns a decision
 
 from __future__ import annotations
 
+import re
+
 from caap.conflict_graph import _text
 from caap.conflict_graph._values import values
 from caap.models import (
@@ -243,11 +245,21 @@ def _figures(analysis: Analysis, memory_id: str) -> frozenset[str]:
     return values(analysis.memories[memory_id].text)
 
 
+#: A four-digit year, as the value reader writes one.
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
 def _same_figures(analysis: Analysis, a: str, b: str) -> bool:
     """Whether two claims can state the same thing by their figures: one states none, or
     they share one. A reading of agreement is not evidence against the figures themselves
-    (12 units on a doctor's sheet, 14 on the pharmacy label), whatever layer or model read it."""
+    (12 units on a doctor's sheet, 14 on the pharmacy label), whatever layer or model read it.
+    A shared year is not a shared figure when both state more than years: two deadlines in
+    one year ("30 November 2026", "31 December 2026") differ by their day."""
     fa, fb = _figures(analysis, a), _figures(analysis, b)
+    na = frozenset(v for v in fa if not _YEAR.fullmatch(v))
+    nb = frozenset(v for v in fb if not _YEAR.fullmatch(v))
+    if na and nb:
+        return bool(na & nb)
     return not fa or not fb or bool(fa & fb)
 
 

@@ -229,6 +229,16 @@ def test_first_hand_claims_read_as_agreeing_must_share_their_figures() -> None:
     told.attributed = {"a": 0.1, "b": 0.9}
     out = apply_guard(_commit_on("a", "b"), told)
     assert out.action is Action.VERIFY and "memory b" in out.rationale
+    # Two deadlines in one year share the year, not a figure: held. The same day written
+    # another way still shares its figures, and a claim that states only a year can agree.
+    notice = "The land bureau's notice gives 30 November 2026 as the last day to pay."
+    later = doses(notice, "The bureau's agent wrote that 31 December 2026 is the last day.")
+    out = apply_guard(_commit_on("a", "b"), later)
+    assert out.action is Action.VERIFY and "state different figures" in out.rationale
+    same_day = doses(notice, "The agent confirmed the 30th of November 2026 is the last day.")
+    assert apply_guard(_commit_on("a", "b"), same_day).action is Action.COMMIT
+    year_only = doses(notice, "The agent said the fee is due in 2026.")
+    assert apply_guard(_commit_on("a", "b"), year_only).action is Action.COMMIT
 
 
 def test_the_guard_reads_the_situation_model_before_any_calibration_shift() -> None:
