@@ -66,10 +66,8 @@ def citing_more_updates(a: StaleReport, b: StaleReport, keys: Sequence[str]) -> 
     return sum(cited_b[k] > cited_a[k] for k in keys)
 
 
-def _gains(a: StaleReport, b: StaleReport, gained: Sequence[str]) -> str:
-    return (
-        f"gained {len(gained)} ({citing_more_updates(a, b, gained)} citing a further update turn)"
-    )
+def _gains(gained: Sequence[str], citing: int) -> str:
+    return f"gained {len(gained)} ({citing} citing a further update turn)"
 
 
 def tangle_summary(r: Report) -> str:
@@ -112,7 +110,7 @@ def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
 def _stale_lines(a: StaleReport, b: StaleReport) -> tuple[str, list[str]]:
     gained, lost = stale_moves(a, b)
     moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
-    return f"{_gains(a, b, gained)}, lost {len(lost)}", moved
+    return f"{_gains(gained, citing_more_updates(a, b, gained))}, lost {len(lost)}", moved
 
 
 def _tangle_lines(a: Report, b: Report) -> tuple[str, list[str]]:
@@ -149,9 +147,10 @@ def set_lines(before: str | Path, after: str | Path) -> list[str]:
             sa, sb = read_stale_report(a_dir / name), read_stale_report(b_dir / name)
             g, x = stale_moves(sa, sb)
             gained, lost = gained + len(g), lost + len(x)
-            citing += citing_more_updates(sa, sb, g)
+            c = citing_more_updates(sa, sb, g)
+            citing += c
             (pa, n), (pb, _) = sa.accuracy(), sb.accuracy()
-            lines.append(f"{name}: {pa} -> {pb}/{n} passed, {_gains(sa, sb, g)}, lost {len(x)}")
+            lines.append(f"{name}: {pa} -> {pb}/{n} passed, {_gains(g, c)}, lost {len(x)}")
         else:
             ta, tb = read_report(a_dir / name), read_report(b_dir / name)
             actions, _ = tangle_moves(ta, tb)
