@@ -552,6 +552,19 @@ class LLMRelations:
         self._put(key, verdict)
         return verdict
 
+    def guard_situation(self, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+        """The fallback's reading of the same statements, which the commit guard checks beside
+        the model's (``None`` when the fallback reads no situations, like ``rules``).
+
+        Safety is enforced in code: a model that reads every statement as agreeing (wrongly, or
+        steered by text quoted from the memories) must not be the only positive evidence for a
+        high-stakes commit, so the guard also holds a commit the fitted layer does not read as
+        agreeing, or reads as disagreeing sources (``caap.policy._guard``). Read like
+        :meth:`situation`, from the statements it would quote.
+        """
+        texts = list(dict.fromkeys(texts))[:SITUATION_STATEMENTS]
+        return situation_of(self.fallback, query, texts)
+
     def situation(self, query: str, texts: Sequence[str]) -> SituationVerdict | None:
         """The model's reading of the statements nearest ``query`` taken together (the first
         :data:`SITUATION_STATEMENTS` of ``texts``; pass them nearest first), as probabilities

@@ -58,6 +58,7 @@ __all__ = [
     "SituationVerdict",
     "edge_of",
     "get_relation_layer",
+    "guard_situation_of",
     "register_relation_layer",
     "relation_layer_names",
     "resolve_relations",
@@ -238,6 +239,17 @@ def situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVe
     """``layer.situation(query, texts)`` for a layer that reads whole situations (optional
     in the protocol; ``None`` for one that does not, like ``rules``)."""
     read = getattr(layer, "situation", None)
+    if read is None:
+        return None
+    verdict = read(query, texts)
+    return verdict if isinstance(verdict, SituationVerdict) else None
+
+
+def guard_situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+    """The situation reading the commit guard checks beside the layer's own
+    (``layer.guard_situation``, optional in the protocol: ``llm``'s fitted fallback), or
+    ``None`` for a layer that offers none (its own reading is then the guard's only one)."""
+    read = getattr(layer, "guard_situation", None)
     if read is None:
         return None
     verdict = read(query, texts)

@@ -29,6 +29,7 @@ from caap.conflict_graph.relations import (
     RelationLayer,
     RiskVerdict,
     SituationVerdict,
+    guard_situation_of,
     resolve_relations,
     situation_of,
 )
@@ -191,8 +192,10 @@ class Analysis:
     )
     """A second reading of the memories on the query taken together, only the commit guard
     heeds: under the ``rules`` layer, the shipped fitted layer's situation reading (the cues
-    find no conflict where it is phrased in words they do not list), read on demand, since
-    only a commit needs it; ``None`` when there is none. See :meth:`second_reading`."""
+    find no conflict where it is phrased in words they do not list); under ``llm``, its fitted
+    fallback's reading of what the model read (a model's reading is never the only evidence).
+    Read on demand, since only a commit needs it; ``None`` when there is none. See
+    :meth:`second_reading`."""
     _second: list[SituationVerdict | None] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -511,6 +514,11 @@ def analyze(
     if fitted is not None and getattr(fitted, "reads_situations", False):
         on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
         guard_reading = partial(_stated_situation, fitted, query, on_topic)
+    elif situation is not None and getattr(layer, "guard_situation", None) is not None:
+        # The layer's second reader (``llm``'s fitted fallback) reads what its own reading read.
+        guard_reading = partial(
+            _stated_situation, layer, query, [filled[i].text for i in by_nearness], second=True
+        )
     attributed: dict[str, float] = {}
     for i in filled:
         facets = view.extraction(i)
@@ -687,7 +695,7 @@ def _read_said(embedder: Embedder, filled: Mapping[str, Memory]) -> dict[str, st
 
 
 def _stated_situation(
-    layer: RelationLayer, query: str, texts: Sequence[str]
+    layer: RelationLayer, query: str, texts: Sequence[str], *, second: bool = False
 ) -> SituationVerdict | None:
     """``layer``'s situation reading of what ``texts`` state (a stored request states nothing):
     :attr:`Analysis.situation`, and :attr:`Analysis.guard_reading` when a commit needs it.
@@ -695,11 +703,12 @@ def _stated_situation(
     memories state is not done on every answer there. What they state is the sentence-form
     rules' reading (the request head's, :attr:`Analysis.said`, is for what answers quote). The
     situation model was fitted on whole stored texts; refitting it on this reading moved it
-    little (TS in ``benchmark/PREREG.md``)."""
-    if getattr(layer, "situation", None) is None:
+    little (TS in ``benchmark/PREREG.md``). ``second``: the layer's second reading for the
+    guard (``guard_situation``) in place of its own."""
+    if getattr(layer, "guard_situation" if second else "situation", None) is None:
         return None
     stated = [t for t in (stated_part(x) for x in texts) if t]
-    return situation_of(layer, query, stated)
+    return (guard_situation_of if second else situation_of)(layer, query, stated)
 
 
 def _reads_stale(situation: SituationVerdict | None) -> bool:

@@ -26,13 +26,21 @@ decision is checked against the evidence the offline analysis found before anyth
   stakes, stands only when that reading too finds the memories agreeing (``NONE`` at least
   one half); the cues miss conflicts phrased in words they do not list (a friend who "swears"
   the appointment is on another day, a record that changed with no date).
+* **A model's reading is never the only evidence.** Where the layer that reads situations
+  offers a second reading for the guard (``llm``: its fitted fallback's reading of the same
+  memories,
+  :meth:`~caap.conflict_graph._relations_llm.LLMRelations.guard_situation`), on a
+  high-risk query that reading too must find the memories agreeing, and at any stakes
+  neither reading may find disagreeing sources more likely than not (below). A model that
+  reads everything as agreeing, wrongly or steered by text in the memories, does not carry a
+  commit alone.
 * **No commit over sources that disagree, whatever the stakes read.** The risk reading misses
   stakes it never saw (a van's payload, a boat's passenger limit, an appointment date), and
   with it the rule above; so below high stakes a ``commit`` also becomes ``verify`` when the
   graph typed a source contradiction nothing settles (a later confirmation, the user's
   confirmed track record of the sources, or one written record against an informal account
-  that the commit cites) or the layer reads the memories as disagreeing sources more likely
-  than not. The risk is not re-rated.
+  that the commit cites) or the layer (or its second reader) reads the memories as
+  disagreeing sources more likely than not. The risk is not re-rated.
 
 The guard is pure: it reads the analysis and the decision and returns a decision.
 """
@@ -308,19 +316,30 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
             "the relation layer reads the recalled memories as sources that disagree "
             f"(source contradiction {situation.probs['SCC']:.2f})"
         )
+    # The second reader of a layer that reads situations (``llm``'s fitted fallback) too.
+    second = analysis.second_reading() if situation is not None else None
+    if second is not None and second.probs.get("SCC", 0.0) >= SOURCES_DISAGREE:
+        return (
+            "the guard's second reader reads the recalled memories as sources that disagree "
+            f"(source contradiction {second.probs['SCC']:.2f})"
+        )
     return None
 
 
 def _second_opinion(analysis: Analysis) -> str | None:
     """Why the guard's second reader (:meth:`Analysis.second_reading`: under ``rules``, the
-    shipped fitted layer) does not read the recalled memories as agreeing, or ``None`` when it
-    does or there is none. Two readers must find nothing in conflict before a commit stands:
-    the cues miss conflicts phrased in words they do not list, the model misses others."""
+    shipped fitted layer; under ``llm``, its fitted fallback) does not read the recalled
+    memories as agreeing, or ``None`` when it does or there is none. Two readers must find
+    nothing in conflict before a commit stands: the cues miss conflicts phrased in words they
+    do not list, the model misses others, and a language model's reading can be wrong or
+    steered by the memories' text."""
     cluster = analysis.cluster
-    if (cluster is not None and cluster.has_conflict) or analysis.resolution is not None:
-        # A conflict the graph typed is read, and what settles it decided, by the rules
-        # above (a record against hearsay, a later state, a confirmation); the second reader
-        # checks only a reading that nothing is in conflict.
+    typed = (cluster is not None and cluster.has_conflict) or analysis.resolution is not None
+    if typed and analysis.situation is None:
+        # Under ``rules``, a conflict the graph typed is read, and what settles it decided,
+        # by the rules above (a record against hearsay, a later state, a confirmation); the
+        # second reader checks only a reading that nothing is in conflict. A layer that reads
+        # situations is held to its second reader wherever it is held to its own reading.
         return None
     second = analysis.second_reading()
     if second is None:
@@ -376,7 +395,10 @@ def apply_guard(decision: Decision, analysis: Analysis) -> Decision:
             if not decision.missing_information:
                 update["missing_information"] = "which source is right"
             notes.append(f"{_OVERRIDE}: {reason}, and nothing settles which is right")
-        elif (second := _second_opinion(analysis)) is not None:
+        elif analysis.situation is None and (second := _second_opinion(analysis)) is not None:
+            # Below high stakes only ``rules`` is held to its second reader's agreement: a
+            # layer that reads situations is held there to its own reading of disagreeing
+            # sources, and its second reader's (above), not to a reading of agreement.
             update["action"] = Action.VERIFY
             if not decision.missing_information:
                 update["missing_information"] = "whether these memories still agree"

@@ -559,6 +559,107 @@ def test_the_rules_layer_gets_the_fitted_layers_second_reading(embedder: Any) ->
     assert learned.guard_reading is None and learned.second_reading() is None
 
 
+def test_a_second_reading_holds_what_the_layers_own_reading_would_let_through() -> None:
+    # The layer's own reading finds the memories agreeing; its second reader (``llm``'s fitted
+    # fallback) does not. A high-stakes commit is held; at any stakes so is one the second
+    # reader reads as disagreeing sources; its reading of a change alone does not hold a
+    # low-stakes commit (a layer that reads situations is not held to agreement there).
+    from caap.conflict_graph.relations import SituationVerdict
+    from caap.models import ConflictCluster
+
+    agree = SituationVerdict({"NONE": 0.9, "SCC": 0.1})
+
+    def second(verdict: SituationVerdict, risk: RiskTier) -> Any:
+        a = _analysis({"a": 0.1}, agree, relevant=["a"])
+        a.risk = risk
+        a.guard_reading = lambda: verdict
+        return a
+
+    high = _commit_on("a")
+    assert apply_guard(high, second(agree, RiskTier.HIGH)).action is Action.COMMIT
+    out = apply_guard(high, second(SituationVerdict({"NONE": 0.3, "BOC": 0.7}), RiskTier.HIGH))
+    assert out.action is Action.VERIFY and guarded(out) and "agreement 0.30" in out.rationale
+    low = high.model_copy(update={"risk": RiskTier.LOW})
+    scc = SituationVerdict({"NONE": 0.35, "SCC": 0.65})
+    out = apply_guard(low, second(scc, RiskTier.LOW))
+    assert out.action is Action.VERIFY and "second reader" in out.rationale
+    assert out.risk is RiskTier.LOW
+    change = SituationVerdict({"NONE": 0.2, "STALE": 0.8})
+    assert apply_guard(low, second(change, RiskTier.LOW)) == low
+    # Where a later confirmation settled a conflict the graph typed, the layer is still held
+    # to its own reading at high stakes, and so to the second one.
+    settled = second(SituationVerdict({"NONE": 0.3, "SCC": 0.7}), RiskTier.HIGH)
+    settled.cluster = ConflictCluster(
+        id="u::x", user_id="u", aspect="x", memory_ids=["a"], conflict_type=ConflictType.SCC
+    )
+    settled.resolution = settled.memories["a"]
+    held = apply_guard(high.model_copy(update={"evidence": {"resolution": ["a"]}}), settled)
+    assert held.action is Action.VERIFY and guarded(held)
+
+
+def _agreeing_model(body: dict[str, Any]) -> str | None:
+    """A language model that reads every pair and every situation as agreeing (wrong, or
+    steered by the memories' text); ``None`` for any other request."""
+    system = body["messages"][0]["content"]
+    data = json.loads(
+        body["messages"][-1]["content"].split("<data>\n", 1)[1].rsplit("\n</data>", 1)[0]
+    )
+    if system.startswith("You label how pairs"):
+        pairs = [
+            {"pair": p["pair"], "relation": "agree", "confidence": 0.95, "later": "unknown"}
+            for p in data["pairs"]
+        ]
+        return json.dumps({"pairs": pairs})
+    if "how likely each reading" in system:
+        return json.dumps(
+            {
+                "agree": 0.95,
+                "depends_on_context": 0.0,
+                "keeps_switching": 0.0,
+                "sources_disagree": 0.02,
+                "later_replaces_earlier": 0.0,
+            }
+        )
+    return None
+
+
+def test_a_model_reading_agreement_is_not_the_only_evidence_for_a_high_stakes_commit(
+    embedder: Any,
+) -> None:
+    # The issue's unsafe case under the `llm` relation layer: a clinic record and a parent's
+    # account disagree about a medicine. A model that reads them as agreeing gave the offline
+    # policy a clean "agree" (no conflict typed, the parent's account read as agreeing with
+    # the record), and the commit stood; the fitted fallback reads the same memories as
+    # disagreeing sources, and the guard heeds it. Over the wire, with the local server.
+    from caap.conflict_graph import LearnedRelations
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.llm import OpenAIChatModel
+    from caap.llm.testing import ChatCompletionsServer, Reply
+
+    def respond(body: dict[str, Any]) -> Reply:
+        text = _agreeing_model(body)
+        return Reply(content=text) if text is not None else Reply(status=500)
+
+    with ChatCompletionsServer(respond) as server:
+        model = OpenAIChatModel("test-model", base_url=server.base_url, timeout=5.0, max_retries=0)
+        layer = LLMRelations(model, fallback=LearnedRelations(embedder=embedder))
+        a = _analyze_with(layer, embedder)
+        d = CaapPolicy(relations=layer, embedder=embedder).decide(_meds(), MED_QUERY)
+        asked = [r for r in server.requests if "how likely each reading" in json.dumps(r)]
+    assert asked, "the model read the situation"
+    assert a.situation is not None and a.situation.probs["NONE"] > 0.9  # the model's reading
+    second = a.second_reading()
+    assert second is not None and second.evidence_probs["NONE"] < 0.5
+    assert d.action is Action.VERIFY and guarded(d)
+    assert "fitted reader" in d.rationale
+
+
+def _analyze_with(layer: Any, embedder: Any) -> Any:
+    from caap.policy._analysis import analyze
+
+    return analyze(_meds(), MED_QUERY, embedder, relations=layer)
+
+
 def test_a_track_record_stands_against_the_situation_reading_only_at_low_stakes() -> None:
     # The user's confirmed outcomes for these sources settle a typed source conflict where the
     # offline policy commits on them (low stakes); above that the layer's reading of the
