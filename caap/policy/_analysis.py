@@ -184,15 +184,17 @@ class Analysis:
     risk_confidence: float = 1.0
     """How sure the relation layer is of ``risk``."""
     guard_risk: RiskTier | None = None
-    """A second risk reading only the commit guard heeds: under the ``rules`` layer, the shipped
-    risk model's (the keyword cues miss high stakes phrased in other words); ``None`` when
-    there is none. It never changes what the backbone decides, only whether a commit stands."""
+    """A second risk reading only the commit guard heeds: under any layer but ``learned``
+    (``rules``, ``llm``), the shipped risk model's (the keyword cues miss high stakes phrased
+    in other words, and a model's reply may read them low); ``None`` when there is none. It
+    never changes what the backbone decides, only whether a commit stands."""
     guard_reading: Callable[[], SituationVerdict | None] | None = field(
         default=None, repr=False, compare=False
     )
     """A second reading of the memories on the query taken together, only the commit guard
-    heeds: under the ``rules`` layer, the shipped fitted layer's situation reading (the cues
-    find no conflict where it is phrased in words they do not list); under ``llm``, its fitted
+    heeds: under a layer that reads no situations (``rules``), the shipped fitted layer's
+    situation reading (the cues find no conflict where it is phrased in words they do not
+    list); under ``llm``, its fitted
     fallback's reading of what the model read (a model's reading is never the only evidence).
     Read on demand, since only a commit needs it; ``None`` when there is none. See
     :meth:`second_reading`."""
@@ -505,13 +507,16 @@ def analyze(
         rules = _rules_layer(config).risk(query, [filled[i].text for i in relevant])
         tier = max_risk(tier, rules.tier)
     guard_risk = None
-    fitted = _fitted_risk_layer(embedder) if layer.name == "rules" else None
+    # Under any layer but the fitted one itself (the cues, a language model), the shipped
+    # fitted layer is the guard's second reader of the stakes: cues miss stakes phrased in
+    # words they do not list, and a model's reply may read them low.
+    fitted = _fitted_risk_layer(embedder) if layer.name != "learned" else None
     if fitted is not None:
         guard_risk = fitted.risk(query, _risk_texts(fitted, filled, relevant, near)).tier
     by_nearness = sorted(filled, key=lambda i: -sims[i])
     situation = _stated_situation(layer, query, [filled[i].text for i in by_nearness])
     guard_reading: Callable[[], SituationVerdict | None] | None = None
-    if fitted is not None and getattr(fitted, "reads_situations", False):
+    if situation is None and fitted is not None and getattr(fitted, "reads_situations", False):
         on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
         guard_reading = partial(_stated_situation, fitted, query, on_topic)
     elif situation is not None and getattr(layer, "guard_situation", None) is not None:

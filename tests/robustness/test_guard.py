@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from caap.llm import FunctionModel, ScriptedModel
+from caap.llm import FunctionModel, LLMServerError, ScriptedModel
 from caap.models import Action, ConflictType, Decision, Memory, RiskTier
 from caap.policy import CaapPolicy
 from caap.policy._guard import GUARD_TAG, apply_guard, guarded
@@ -346,6 +346,40 @@ def test_the_rules_layer_is_guarded_by_the_shipped_risk_model(embedder: Any) -> 
     assert calm.guard_risk is RiskTier.LOW
     # A layer with a risk model of its own needs no second reading.
     assert analyze(mems, MED_QUERY, embedder, relations="learned").guard_risk is None
+
+
+def test_a_model_reading_low_stakes_does_not_lower_the_guards(embedder: Any) -> None:
+    # Under `llm` a model that reads a peanut allergy as low stakes and the allergist's letter
+    # and an aunt's account as agreeing (the cues read no stakes there either) committed on
+    # it; the shipped risk model is the guard's second reading of the stakes, as under `rules`.
+    from caap.conflict_graph import LearnedRelations
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.policy._analysis import analyze
+
+    def fn(messages: list[Any], schema: dict[str, Any] | None) -> str:
+        system = messages[0]["content"]
+        if system.startswith("You rate how costly"):
+            return json.dumps({"tier": "low", "confidence": 0.95, "categories": []})
+        text = _agreeing_model({"messages": messages})
+        if text is None:
+            raise LLMServerError("not scripted")
+        return text
+
+    mems = [
+        Memory(id="a", text="Maya's allergist letter says strict peanut avoidance.", user_id="u"),
+        Memory(
+            id="b",
+            text="Her aunt says she ate peanut butter last summer with no problem.",
+            user_id="u",
+        ),
+    ]
+    query = "Can Maya have the peanut satay at the party?"
+    layer = LLMRelations(FunctionModel(fn), fallback=LearnedRelations(embedder=embedder))
+    a = analyze(mems, query, embedder, relations=layer)
+    assert a.risk is RiskTier.LOW and a.guard_risk is RiskTier.HIGH
+    d = CaapPolicy(relations=layer, embedder=embedder).decide(mems, query)
+    assert d.action is Action.VERIFY and d.risk is RiskTier.HIGH and guarded(d)
+    assert "risk model reads this as high stakes" in d.rationale
 
 
 def test_agreement_is_read_on_high_stakes_queries_by_a_situation_reading_layer(
