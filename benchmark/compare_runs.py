@@ -13,7 +13,9 @@ writes, so a rule is checked the same way every time.
     # what fails in one `dev_sets.sh` run, by class; with a second run, what it lost, by class
     python benchmark/compare_runs.py classes HEAD_DIR [CANDIDATE_DIR]
 
-Both print aggregates first. By default they then list what moved, by scenario or instance id;
+Both print aggregates first, with the exact paired p-value of what moved (McNemar's exact
+test on the probes or instances gained and lost: a net change of two on a few moves is noise).
+By default they then list what moved, by scenario or instance id;
 ``--aggregate-only`` leaves the ids out, as a look at the frozen test split must
 (``shared/EVALUATION.md``).
 """
@@ -21,6 +23,7 @@ Both print aggregates first. By default they then list what moved, by scenario o
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections import Counter
@@ -64,6 +67,26 @@ def citing_more_updates(a: StaleReport, b: StaleReport, keys: Sequence[str]) -> 
     cited_a = {f"{r.scenario_id}/{r.probe_type}": r.cited_tags.count("update") for r in a.results}
     cited_b = {f"{r.scenario_id}/{r.probe_type}": r.cited_tags.count("update") for r in b.results}
     return sum(cited_b[k] > cited_a[k] for k in keys)
+
+
+def paired_p(gained: int, lost: int) -> float:
+    """Exact two-sided p-value of the sign test on the items that moved (McNemar's exact test):
+    how often, if the change did nothing but reshuffle outcomes, a split of ``gained +
+    lost`` moves at least this uneven would come up. With 7 gained and 0 lost it is 0.016; with
+    2 gained and 4 lost, 0.69 (a net loss of 2 is no evidence of a loss).
+
+    >>> round(paired_p(7, 0), 3), round(paired_p(2, 4), 2), paired_p(0, 0)
+    (0.016, 0.69, 1.0)
+    """
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def _paired(gained: int, lost: int) -> str:
+    return f"exact paired p {paired_p(gained, lost):.2f}"
 
 
 def _gains(gained: Sequence[str], citing: int) -> str:
@@ -110,13 +133,27 @@ def tangle_moves(a: Report, b: Report) -> tuple[list[str], list[str]]:
 def _stale_lines(a: StaleReport, b: StaleReport) -> tuple[str, list[str]]:
     gained, lost = stale_moves(a, b)
     moved = [f"+ {g}" for g in gained] + [f"- {x}" for x in lost]
-    return f"{_gains(gained, citing_more_updates(a, b, gained))}, lost {len(lost)}", moved
+    counts = f"{_gains(gained, citing_more_updates(a, b, gained))}, lost {len(lost)}"
+    return f"{counts} ({_paired(len(gained), len(lost))})", moved
 
 
 def _tangle_lines(a: Report, b: Report) -> tuple[str, list[str]]:
     actions, reworded = tangle_moves(a, b)
     moved = [f"action {x}" for x in actions] + [f"reworded {x}" for x in reworded]
-    return f"actions changed {len(actions)}, responses reworded {len(reworded)}", moved
+    gained, lost = acceptable_moves(a, b)
+    return (
+        f"actions changed {len(actions)}, responses reworded {len(reworded)}; acceptable "
+        f"gained {gained}, lost {lost} ({_paired(gained, lost)})"
+    ), moved
+
+
+def acceptable_moves(a: Report, b: Report) -> tuple[int, int]:
+    """How many instances became acceptable in ``b`` (gained) and how many stopped being
+    (lost)."""
+    before = {i.id: i.action_ok for i in a.instances}
+    gained = sum(i.action_ok and not before[i.id] for i in b.instances)
+    lost = sum(before[i.id] and not i.action_ok for i in b.instances)
+    return gained, lost
 
 
 #: Per kind of run: how its report is read, summarised and compared.
@@ -163,7 +200,7 @@ def set_lines(before: str | Path, after: str | Path) -> list[str]:
             )
     lines.append(
         f"stale probes over these sets: gained {gained} ({citing} citing a further update "
-        f"turn), lost {lost}"
+        f"turn), lost {lost} ({_paired(gained, lost)})"
     )
     return lines
 

@@ -145,7 +145,18 @@ def test_tangle_actions_changed_and_unsafe_commits_are_reported(
     out = capsys.readouterr().out
     assert "unsafe 0/1" in out and "unsafe 1/1" in out
     assert "actions changed 1, responses reworded 1" in out
+    # the unsafe commit is one acceptable action lost, and one move is no evidence either way
+    assert "acceptable gained 0, lost 1 (exact paired p 1.00)" in out
     assert "action h1: verify -> commit" in out and "reworded c1" in out
+
+
+def test_the_paired_p_value_counts_only_what_moved() -> None:
+    p = _module().paired_p
+    # 7 gained and none lost is unlikely by chance (2 * 0.5**7); an even split is not at all
+    assert p(7, 0) == pytest.approx(2 / 128) and p(0, 7) == p(7, 0)
+    assert p(3, 3) == 1.0 and p(0, 0) == 1.0
+    # 20 gained, 5 lost: the two-sided tail of a fair coin over 25 moves
+    assert p(20, 5) == pytest.approx(0.0041, abs=5e-5)
 
 
 def test_runs_of_different_sets_are_refused(
@@ -186,7 +197,8 @@ def test_two_dev_set_runs_compare_set_by_set_with_the_stale_total(
     )
     # the total counts every loss, and a set run on one side only is left out
     assert out[-1] == (
-        "stale probes over these sets: gained 2 (1 citing a further update turn), lost 1"
+        "stale probes over these sets: gained 2 (1 citing a further update turn), lost 1 "
+        "(exact paired p 1.00)"
     )
     assert not any("only_in_head" in line for line in out)
     # two folders with nothing in common is an error, not an empty comparison
