@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -184,18 +185,21 @@ class Analysis:
     risk_confidence: float = 1.0
     """How sure the relation layer is of ``risk``."""
     guard_risk: RiskTier | None = None
-    """A second risk reading only the commit guard heeds: under any layer but ``learned``
-    (``rules``, ``llm``), the shipped risk model's (the keyword cues miss high stakes phrased
-    in other words, and a model's reply may read them low); ``None`` when there is none. It
-    never changes what the backbone decides, only whether a commit stands."""
+    """A second risk reading only the commit guard heeds: under any layer but ``learned`` over
+    the shipped weights (``rules``, ``llm``, weights refitted on other data), the shipped risk
+    model's (the keyword cues miss high stakes phrased in other words, a model's reply may read
+    them low, and a refit was never stress-tested); ``None`` when there is none. It never
+    changes what the backbone decides, only whether a commit stands."""
     guard_reading: Callable[[], SituationVerdict | None] | None = field(
         default=None, repr=False, compare=False
     )
     """A second reading of the memories on the query taken together, only the commit guard
     heeds: under a layer that reads no situations (``rules``), the shipped fitted layer's
     situation reading (the cues find no conflict where it is phrased in words they do not
-    list); under ``llm``, its fitted
-    fallback's reading of what the model read (a model's reading is never the only evidence).
+    list); under ``llm``, its fitted fallback's reading of what the model read (a model's
+    reading is never the only evidence);
+    under ``learned`` weights refitted on other data, the shipped model's reading of the same
+    memories (a refit that no guard stress measured does not loosen the guard).
     Read on demand, since only a commit needs it; ``None`` when there is none. See
     :meth:`second_reading`."""
     _second: list[SituationVerdict | None] = field(
@@ -507,10 +511,11 @@ def analyze(
         rules = _rules_layer(config).risk(query, [filled[i].text for i in relevant])
         tier = max_risk(tier, rules.tier)
     guard_risk = None
-    # Under any layer but the fitted one itself (the cues, a language model), the shipped
-    # fitted layer is the guard's second reader of the stakes: cues miss stakes phrased in
-    # words they do not list, and a model's reply may read them low.
-    fitted = _fitted_risk_layer(embedder) if layer.name != "learned" else None
+    # Under any layer but the shipped fitted one itself (the cues, a language model, weights
+    # refitted on other data), the shipped fitted layer is the guard's second reader of the
+    # stakes: cues miss stakes phrased in words they do not list, a model's reply may read
+    # them low, and a refit was never stress-tested.
+    fitted = None if _is_shipped_layer(layer) else _fitted_risk_layer(embedder)
     if fitted is not None:
         guard_risk = fitted.risk(query, _risk_texts(fitted, filled, relevant, near)).tier
     by_nearness = sorted(filled, key=lambda i: -sims[i])
@@ -523,6 +528,13 @@ def analyze(
         # The layer's second reader (``llm``'s fitted fallback) reads what its own reading read.
         guard_reading = partial(
             _stated_situation, layer, query, [filled[i].text for i in by_nearness], second=True
+        )
+    elif (
+        situation is not None and fitted is not None and getattr(fitted, "reads_situations", False)
+    ):
+        # Weights refitted on other data: the shipped model reads what theirs read.
+        guard_reading = partial(
+            _stated_situation, fitted, query, [filled[i].text for i in by_nearness]
         )
     attributed: dict[str, float] = {}
     for i in filled:
@@ -1016,6 +1028,17 @@ def _rules_layer(config: GraphConfig | None) -> RelationLayer:
         _RULES.clear()
         _RULES[key] = resolve_relations("rules", config=config or GraphConfig())
     return _RULES[key]
+
+
+def _is_shipped_layer(layer: RelationLayer) -> bool:
+    """Whether ``layer`` is the ``learned`` layer over the shipped weights (the ones the
+    guard's figures were measured with), not a refit on other data."""
+    if layer.name != "learned":
+        return False
+    from caap.conflict_graph._relations_learned import default_weights_path
+
+    path = getattr(layer, "weights_path", None)
+    return path is not None and Path(path).resolve() == default_weights_path().resolve()
 
 
 _FITTED: dict[int, RelationLayer | None] = {}

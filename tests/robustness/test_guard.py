@@ -694,6 +694,41 @@ def _analyze_with(layer: Any, embedder: Any) -> Any:
     return analyze(_meds(), MED_QUERY, embedder, relations=layer)
 
 
+def test_weights_refitted_on_other_data_are_guarded_by_the_shipped_reader(
+    tmp_path: Any, embedder: Any
+) -> None:
+    # Users train the learned layer on their own data (`caap relations train`); no guard stress
+    # measured their weights. Weights that read every pair and every situation as agreeing
+    # committed on the clinic record against the parent's account; the shipped fitted layer
+    # reads the same memories as disagreeing sources, and the guard heeds it and its stakes.
+    import numpy as np
+
+    from caap.conflict_graph import LearnedRelations
+    from caap.conflict_graph._relations_learned import default_weights_path
+    from caap.conflict_graph.relations import RELATIONS
+    from caap.policy._analysis import analyze
+
+    with np.load(default_weights_path()) as z:
+        w = {k: z[k] for k in z.files}
+    for model, first in (("sit", 0), ("pair", RELATIONS.index("agree"))):
+        w[f"{model}_w"] = np.zeros_like(w[f"{model}_w"])
+        bias = np.full_like(w[f"{model}_b"], -10.0)
+        bias[first] = 10.0  # NONE for the situation model, agree for the pair model
+        w[f"{model}_b"] = bias
+    np.savez_compressed(tmp_path / "agreeing.npz", **w)
+    layer = LearnedRelations(weights=tmp_path / "agreeing.npz", embedder=embedder)
+    a = analyze(_meds(), MED_QUERY, embedder, relations=layer)
+    assert a.situation is not None and a.situation.probs["NONE"] > 0.99
+    assert a.conflict_type is ConflictType.NONE and a.guard_risk is RiskTier.HIGH
+    second = a.second_reading()
+    assert second is not None and second.evidence_probs["NONE"] < 0.5
+    d = CaapPolicy(relations=layer, embedder=embedder).decide(_meds(), MED_QUERY)
+    assert d.action is Action.VERIFY and guarded(d) and "fitted reader" in d.rationale
+    # The shipped weights are the guard's own reader: no second reading of them.
+    shipped = analyze(_meds(), MED_QUERY, embedder, relations=LearnedRelations(embedder=embedder))
+    assert shipped.guard_risk is None and shipped.second_reading() is None
+
+
 def test_a_track_record_stands_against_the_situation_reading_only_at_low_stakes() -> None:
     # The user's confirmed outcomes for these sources settle a typed source conflict where the
     # offline policy commits on them (low stakes); above that the layer's reading of the
