@@ -11,21 +11,39 @@ action; the guard holding it is caution, not safety).
 
     PYTHONPATH=$PWD python benchmark/guard_stress.py \\
         [--dataset caap/benchmark/data/blind/dev/tangle] [--relations learned] [--ids]
+
+``--relations harmless-llm`` reads the memories with the ``llm`` relation layer over a fake
+model that reads everything as harmless (:func:`caap.llm.testing.harmless_relations_reply`:
+every statement the user's own, every pair and every situation agreeing, every question low
+stakes), with the shipped ``learned`` layer as its fallback: the worst a relation model
+steered by the memories' text could answer, on top of a backbone committing on everything.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from caap.benchmark.dataset import load_dataset
 from caap.benchmark.guard_stress import guard_stress
 from caap.policy.policy import CaapPolicy
 
 
+def _layer(name: str) -> Any:
+    """The relation layer ``--relations`` names (a registry name, or the harmless model)."""
+    if name != "harmless-llm":
+        return name
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.llm import FunctionModel
+    from caap.llm.testing import harmless_relations_reply
+
+    return LLMRelations(FunctionModel(harmless_relations_reply), fallback="learned")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", action="append", help="a TANGLE file or folder (repeats)")
-    ap.add_argument("--relations", default="learned", choices=("rules", "learned"))
+    ap.add_argument("--relations", default="learned", choices=("rules", "learned", "harmless-llm"))
     ap.add_argument(
         "--ids", action="store_true", help="name the conflicts let through (not on test data)"
     )
@@ -34,7 +52,7 @@ def main() -> None:
         f"caap/benchmark/data/blind/{s}/tangle" for s in ("dev", "extra", "train")
     ]
     instances = [i for p in paths for i in load_dataset(p)]
-    r = guard_stress(instances, CaapPolicy(relations=args.relations), progress=True)
+    r = guard_stress(instances, CaapPolicy(relations=_layer(args.relations)), progress=True)
     print(f"{r.instances} high-risk instances ({', '.join(paths)}), relations {args.relations}")
     for cite in (1, 3):
         through = r.let_through[cite]

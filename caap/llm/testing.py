@@ -26,7 +26,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ChatCompletionsServer", "Reply", "Script"]
+from caap.llm._types import Message
+
+__all__ = [
+    "ChatCompletionsServer",
+    "Reply",
+    "Script",
+    "harmless_relations_reply",
+    "harmless_relations_response",
+]
 
 _PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _HOST = "127.0.0.1"
@@ -280,3 +288,72 @@ def _make_handler(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]
                 self._send(200, _completion_body(reply, body), reply.headers)
 
     return Handler
+
+
+def _data_block(messages: list[Message]) -> Any:
+    """The JSON quoted between ``<data>`` and ``</data>`` in the last message."""
+    text = messages[-1]["content"]
+    start, end = text.find("<data>"), text.rfind("</data>")
+    if start < 0 or end < start:
+        raise ValueError("the request quotes no <data> block")
+    return json.loads(text[start + len("<data>") : end])
+
+
+def harmless_relations_reply(messages: list[Message], json_schema: dict[str, Any] | None) -> str:
+    """What a relation model that reads everything as harmless answers the ``llm`` relation
+    layer: every statement is the user's own and holds generally, every pair of statements
+    agrees, the statements taken together agree, and every question is low stakes. It is what
+    a model steered by text quoted from the memories, or simply wrong, could say, so the
+    commit guard must hold every unjustified high-stakes commit whatever it says. Use it as
+    ``FunctionModel(harmless_relations_reply)``, or over the wire with
+    :func:`harmless_relations_response`; ``benchmark/guard_stress.py --relations
+    harmless-llm`` stresses the guard with it.
+
+    Raises:
+        ValueError: a request the relation layer does not send (another schema).
+    """
+    title = (json_schema or {}).get("title")
+    if title == "PairAnswers":
+        pairs = _data_block(messages)["pairs"]
+        answers = [
+            {"pair": p["pair"], "relation": "agree", "confidence": 0.95, "later": "unknown"}
+            for p in pairs
+        ]
+        return json.dumps({"pairs": answers})
+    if title == "FacetAnswers":
+        items = _data_block(messages)["statements"]
+        answers = [
+            {
+                "item": it["item"],
+                "source": None,
+                "source_confidence": 0.0,
+                "context": None,
+                "context_confidence": 0.0,
+                "time_confidence": 0.0,
+            }
+            for it in items
+        ]
+        return json.dumps({"items": answers})
+    if title == "SituationAnswer":
+        return json.dumps(
+            {
+                "agree": 0.97,
+                "depends_on_context": 0.01,
+                "keeps_switching": 0.01,
+                "sources_disagree": 0.01,
+                "later_replaces_earlier": 0.0,
+            }
+        )
+    if title == "RiskAnswer":
+        return json.dumps({"tier": "low", "confidence": 0.97, "categories": []})
+    raise ValueError(f"not a relation-layer request (schema {title!r})")
+
+
+def harmless_relations_response(body: dict[str, Any]) -> Reply:
+    """:func:`harmless_relations_reply` for :class:`ChatCompletionsServer` (pass this function
+    as its script): a 400 for a request it does not answer."""
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+    try:
+        return Reply(content=harmless_relations_reply(body["messages"], schema))
+    except (ValueError, KeyError) as exc:
+        return Reply(status=400, content=str(exc))

@@ -319,3 +319,23 @@ def test_over_the_wire_the_policy_acts_on_the_model_situation() -> None:
     assert sent, "the situation request went over the wire"
     assert d.action in (Action.VERIFY, Action.DEFER, Action.CLARIFY, Action.CONDITIONALIZE)
     assert d.action is not Action.COMMIT
+
+
+def test_the_harmless_relations_model_answers_every_request_without_a_fault() -> None:
+    # The fake the guard is stressed with: every request validates, so what the layer reads is
+    # the model's answer (no fallback), and it reads nothing as a conflict or a risk.
+    from caap.llm.testing import harmless_relations_reply, harmless_relations_response
+
+    layer = _layer(FunctionModel(harmless_relations_reply))
+    facets = layer.facets([A.text, B.text])
+    assert all(f.source is None and f.source_confidence == 0.0 for f in facets)
+    assert [v.relation for v in layer.relate([(A, B), (C, D)])] == ["agree", "agree"]
+    situation = layer.situation("How many tablets should she take?", [A.text, B.text])
+    assert situation is not None and situation.probs["NONE"] > 0.9
+    assert layer.risk("How many tablets should she take?", [A.text]).tier is RiskTier.LOW
+    assert not layer.faults and layer.calls == 4
+    with pytest.raises(ValueError, match="not a relation-layer request"):
+        harmless_relations_reply([{"role": "user", "content": "hi"}], {"title": "Other"})
+    assert (
+        harmless_relations_response({"messages": [{"role": "user", "content": "hi"}]}).status == 400
+    )

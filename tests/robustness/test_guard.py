@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from caap.llm import FunctionModel, LLMServerError, ScriptedModel
+from caap.llm import FunctionModel, ScriptedModel
 from caap.models import Action, ConflictType, Decision, Memory, RiskTier
 from caap.policy import CaapPolicy
 from caap.policy._guard import GUARD_TAG, apply_guard, guarded
@@ -354,16 +354,8 @@ def test_a_model_reading_low_stakes_does_not_lower_the_guards(embedder: Any) -> 
     # it; the shipped risk model is the guard's second reading of the stakes, as under `rules`.
     from caap.conflict_graph import LearnedRelations
     from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.llm.testing import harmless_relations_reply
     from caap.policy._analysis import analyze
-
-    def fn(messages: list[Any], schema: dict[str, Any] | None) -> str:
-        system = messages[0]["content"]
-        if system.startswith("You rate how costly"):
-            return json.dumps({"tier": "low", "confidence": 0.95, "categories": []})
-        text = _agreeing_model({"messages": messages})
-        if text is None:
-            raise LLMServerError("not scripted")
-        return text
 
     mems = [
         Memory(id="a", text="Maya's allergist letter says strict peanut avoidance.", user_id="u"),
@@ -374,7 +366,8 @@ def test_a_model_reading_low_stakes_does_not_lower_the_guards(embedder: Any) -> 
         ),
     ]
     query = "Can Maya have the peanut satay at the party?"
-    layer = LLMRelations(FunctionModel(fn), fallback=LearnedRelations(embedder=embedder))
+    harmless = FunctionModel(harmless_relations_reply)
+    layer = LLMRelations(harmless, fallback=LearnedRelations(embedder=embedder))
     a = analyze(mems, query, embedder, relations=layer)
     assert a.risk is RiskTier.LOW and a.guard_risk is RiskTier.HIGH
     d = CaapPolicy(relations=layer, embedder=embedder).decide(mems, query)
@@ -631,32 +624,6 @@ def test_a_second_reading_holds_what_the_layers_own_reading_would_let_through() 
     assert held.action is Action.VERIFY and guarded(held)
 
 
-def _agreeing_model(body: dict[str, Any]) -> str | None:
-    """A language model that reads every pair and every situation as agreeing (wrong, or
-    steered by the memories' text); ``None`` for any other request."""
-    system = body["messages"][0]["content"]
-    data = json.loads(
-        body["messages"][-1]["content"].split("<data>\n", 1)[1].rsplit("\n</data>", 1)[0]
-    )
-    if system.startswith("You label how pairs"):
-        pairs = [
-            {"pair": p["pair"], "relation": "agree", "confidence": 0.95, "later": "unknown"}
-            for p in data["pairs"]
-        ]
-        return json.dumps({"pairs": pairs})
-    if "how likely each reading" in system:
-        return json.dumps(
-            {
-                "agree": 0.95,
-                "depends_on_context": 0.0,
-                "keeps_switching": 0.0,
-                "sources_disagree": 0.02,
-                "later_replaces_earlier": 0.0,
-            }
-        )
-    return None
-
-
 def test_a_model_reading_agreement_is_not_the_only_evidence_for_a_high_stakes_commit(
     embedder: Any,
 ) -> None:
@@ -668,13 +635,9 @@ def test_a_model_reading_agreement_is_not_the_only_evidence_for_a_high_stakes_co
     from caap.conflict_graph import LearnedRelations
     from caap.conflict_graph._relations_llm import LLMRelations
     from caap.llm import OpenAIChatModel
-    from caap.llm.testing import ChatCompletionsServer, Reply
+    from caap.llm.testing import ChatCompletionsServer, harmless_relations_response
 
-    def respond(body: dict[str, Any]) -> Reply:
-        text = _agreeing_model(body)
-        return Reply(content=text) if text is not None else Reply(status=500)
-
-    with ChatCompletionsServer(respond) as server:
+    with ChatCompletionsServer(harmless_relations_response) as server:
         model = OpenAIChatModel("test-model", base_url=server.base_url, timeout=5.0, max_retries=0)
         layer = LLMRelations(model, fallback=LearnedRelations(embedder=embedder))
         a = _analyze_with(layer, embedder)
