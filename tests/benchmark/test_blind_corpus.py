@@ -138,6 +138,30 @@ def test_dev3_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
+def test_dev4_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
+    """``dev4/`` was written like ``dev3/`` to ask one question on text nothing was chosen on
+    (``benchmark/PREREG.md``): it stays as its writers left it, 80 instances (20 per type and
+    per style) and 24 stale scenarios (half of each kind, six per style), personas its own."""
+    assert _present("dev4") == _listed("dev4"), "dev4 may not be edited"
+    instances = load_dataset(ROOT / "dev4" / "tangle")
+    assert len(instances) == 80
+    for kind in ("CPC", "BOC", "SCC", "NONE"):
+        assert sum(i.conflict_type == kind for i in instances) == 20
+    assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 10
+    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 6
+    assert all(sum(i.style == style for i in instances) == 20 for style in STYLES)
+    scenarios = load_stale_scenarios(ROOT / "dev4" / "stale")
+    assert len(scenarios) == 24 and sum(s.kind == "direct" for s in scenarios) == 12
+    assert all(sum(s.style == style for s in scenarios) == 6 for style in STYLES)
+    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
+    assert len(mine) == 40 + 24
+    for other in ("test", "train", "dev", "extra", "guard", "guard2", "train2", "dev2", "dev3"):
+        if (ROOT / other / "tangle").is_dir():
+            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
+    for other in ("test", "train", "dev", "extra", "stale2", "stale3", "stale4", "dev2", "dev3"):
+        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
