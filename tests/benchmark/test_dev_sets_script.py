@@ -47,7 +47,9 @@ def test_every_development_set_runs_and_the_held_out_ones_never(tmp_path: Path) 
     lines = (tmp_path / "log").read_text(encoding="utf-8").splitlines()
     stale = sorted(ln.split("blind/")[1].split("/")[0] for ln in lines if "probe-stale" in ln)
     tangle = sorted(ln.split("blind/")[1].split("/")[0] for ln in lines if "tangle run" in ln)
-    assert stale == sorted(["stale3", "dev2", "stale4", "stale2", "train", "dev", "extra", "dev3", "dev4"])
+    assert stale == sorted(
+        ["stale3", "dev2", "stale4", "stale2", "train", "dev", "extra", "dev3", "dev4"]
+    )
     assert tangle == sorted(["dev", "extra", "guard", "dev2", "dev3", "dev4"])
     assert not any("blind/test" in ln or "guard2" in ln for ln in lines)
     # the candidate's tree is what Python imports caap from: first on the path, and the
