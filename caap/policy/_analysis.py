@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Protocol
 
@@ -197,9 +197,9 @@ class Analysis:
     heeds: under a layer that reads no situations (``rules``), the shipped fitted layer's
     situation reading (the cues find no conflict where it is phrased in words they do not
     list); under ``llm``, its fitted fallback's reading of what the model read (a model's
-    reading is never the only evidence);
-    under ``learned`` weights refitted on other data, the shipped model's reading of the same
-    memories (a refit that no guard stress measured does not loosen the guard).
+    reading is never the only evidence), or the shipped layer's where the fallback reads no
+    situations; under ``learned`` weights refitted on other data, the shipped model's reading
+    of the same memories (a refit that no guard stress measured does not loosen the guard).
     Read on demand, since only a commit needs it; ``None`` when there is none. See
     :meth:`second_reading`."""
     _second: list[SituationVerdict | None] = field(
@@ -521,20 +521,15 @@ def analyze(
     by_nearness = sorted(filled, key=lambda i: -sims[i])
     situation = _stated_situation(layer, query, [filled[i].text for i in by_nearness])
     guard_reading: Callable[[], SituationVerdict | None] | None = None
-    if situation is None and fitted is not None and getattr(fitted, "reads_situations", False):
+    shipped_reads = fitted is not None and getattr(fitted, "reads_situations", False)
+    if situation is None and fitted is not None and shipped_reads:
         on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
         guard_reading = partial(_stated_situation, fitted, query, on_topic)
-    elif situation is not None and getattr(layer, "guard_situation", None) is not None:
-        # The layer's second reader (``llm``'s fitted fallback) reads what its own reading read.
+    elif situation is not None and (shipped_reads or hasattr(layer, "guard_situation")):
+        # What the layer's own reading read, read again: by the layer's second reader (``llm``'s
+        # fitted fallback), else by the shipped layer (weights refitted on other data).
         guard_reading = partial(
-            _stated_situation, layer, query, [filled[i].text for i in by_nearness], second=True
-        )
-    elif (
-        situation is not None and fitted is not None and getattr(fitted, "reads_situations", False)
-    ):
-        # Weights refitted on other data: the shipped model reads what theirs read.
-        guard_reading = partial(
-            _stated_situation, fitted, query, [filled[i].text for i in by_nearness]
+            _second_situation, layer, fitted, query, [filled[i].text for i in by_nearness]
         )
     attributed: dict[str, float] = {}
     for i in filled:
@@ -709,6 +704,18 @@ def _read_said(embedder: Embedder, filled: Mapping[str, Memory]) -> dict[str, st
     """:attr:`Analysis.said` for ``filled`` (empty without a request head)."""
     heads = read_stated(embedder, [m.text for m in filled.values()])
     return dict(zip(filled, heads, strict=True)) if heads is not None else {}
+
+
+def _second_situation(
+    layer: RelationLayer, shipped: RelationLayer | None, query: str, texts: Sequence[str]
+) -> SituationVerdict | None:
+    """The guard's second reading of what a layer that reads situations read: the layer's own
+    second reader where it offers one (``llm``: its fallback, when that reads situations), else
+    the shipped fitted layer's reading (``None`` without one)."""
+    second = _stated_situation(layer, query, texts, second=True)
+    if second is None and shipped is not None:
+        second = _stated_situation(shipped, query, texts)
+    return second
 
 
 def _stated_situation(
@@ -1033,12 +1040,15 @@ def _rules_layer(config: GraphConfig | None) -> RelationLayer:
 def _is_shipped_layer(layer: RelationLayer) -> bool:
     """Whether ``layer`` is the ``learned`` layer over the shipped weights (the ones the
     guard's figures were measured with), not a refit on other data."""
-    if layer.name != "learned":
-        return False
+    path = getattr(layer, "weights_path", None)
+    return layer.name == "learned" and path is not None and Path(path).resolve() == _shipped_path()
+
+
+@cache
+def _shipped_path() -> Path:
     from caap.conflict_graph._relations_learned import default_weights_path
 
-    path = getattr(layer, "weights_path", None)
-    return path is not None and Path(path).resolve() == default_weights_path().resolve()
+    return default_weights_path().resolve()
 
 
 _FITTED: dict[int, RelationLayer | None] = {}

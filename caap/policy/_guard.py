@@ -26,13 +26,14 @@ decision is checked against the evidence the offline analysis found before anyth
   stakes, stands only when that reading too finds the memories agreeing (``NONE`` at least
   one half); the cues miss conflicts phrased in words they do not list (a friend who "swears"
   the appointment is on another day, a record that changed with no date).
-* **A model's reading is never the only evidence.** Where the layer that reads situations
-  offers a second reading for the guard (``llm``: its fitted fallback's reading of the same
-  memories,
-  :meth:`~caap.conflict_graph._relations_llm.LLMRelations.guard_situation`), on a
-  high-risk query that reading too must find the memories agreeing, and at any stakes
-  neither reading may find disagreeing sources more likely than not (below). A model that
-  reads everything as agreeing, wrongly or steered by text in the memories, does not carry a
+* **A model's reading is never the only evidence.** Under a layer that reads situations but
+  is not the shipped fitted one, a second reading of the same memories is taken (``llm``: its
+  fitted fallback's,
+  :meth:`~caap.conflict_graph._relations_llm.LLMRelations.guard_situation`; ``learned``
+  weights refitted on other data: the shipped layer's): on a high-risk query that reading too
+  must find the memories agreeing, and at any stakes neither reading may find disagreeing
+  sources more likely than not (below). A model that reads everything as agreeing, wrongly
+  or steered by text in the memories, or a refit no guard stress measured, does not carry a
   commit alone.
 * **No commit over sources that disagree, whatever the stakes read.** The risk reading misses
   stakes it never saw (a van's payload, a boat's passenger limit, an appointment date), and
@@ -316,7 +317,8 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
             "the relation layer reads the recalled memories as sources that disagree "
             f"(source contradiction {situation.probs['SCC']:.2f})"
         )
-    # The second reader of a layer that reads situations (``llm``'s fitted fallback) too.
+    # The second reader of a layer that reads situations (``llm``'s fitted fallback, the
+    # shipped layer beside a refit) too.
     second = analysis.second_reading() if situation is not None else None
     if second is not None and second.probs.get("SCC", 0.0) >= SOURCES_DISAGREE:
         return (
@@ -328,7 +330,8 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
 
 def _second_opinion(analysis: Analysis) -> str | None:
     """Why the guard's second reader (:meth:`Analysis.second_reading`: under ``rules``, the
-    shipped fitted layer; under ``llm``, its fitted fallback) does not read the recalled
+    shipped fitted layer; under ``llm``, its fitted fallback; beside a refit, the shipped
+    layer) does not read the recalled
     memories as agreeing, or ``None`` when it does or there is none. Two readers must find
     nothing in conflict before a commit stands: the cues miss conflicts phrased in words they
     do not list, the model misses others, and a language model's reading can be wrong or

@@ -348,6 +348,23 @@ def test_the_rules_layer_is_guarded_by_the_shipped_risk_model(embedder: Any) -> 
     assert analyze(mems, MED_QUERY, embedder, relations="learned").guard_risk is None
 
 
+def test_a_model_over_a_rules_fallback_is_read_again_by_the_shipped_layer(
+    embedder: Any,
+) -> None:
+    # A `rules` fallback reads no situations, so the model's reading would be the only one:
+    # the shipped fitted layer reads the same memories instead.
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.llm.testing import harmless_relations_reply
+    from caap.policy._analysis import analyze
+
+    layer = LLMRelations(FunctionModel(harmless_relations_reply), fallback="rules")
+    a = analyze(_meds(), MED_QUERY, embedder, relations=layer)
+    second = a.second_reading()
+    assert second is not None and second.evidence_probs["NONE"] < 0.5
+    d = CaapPolicy(relations=layer, embedder=embedder).decide(_meds(), MED_QUERY)
+    assert d.action is Action.VERIFY and guarded(d) and "fitted reader" in d.rationale
+
+
 def test_a_model_reading_low_stakes_does_not_lower_the_guards(embedder: Any) -> None:
     # Under `llm` a model that reads a peanut allergy as low stakes and the allergist's letter
     # and an aunt's account as agreeing (the cues read no stakes there either) committed on
