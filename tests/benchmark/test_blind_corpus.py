@@ -114,51 +114,38 @@ def test_dev2_is_frozen_control_heavy_and_shares_no_persona() -> None:
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
-def test_dev3_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
-    """``dev3/`` was written like the test split to be measured once with main as it was: it
-    stays as its writers left it, 80 instances (20 per type and per style) and 24 stale
-    scenarios (half of each kind, six per style), personas its own."""
-    assert _present("dev3") == _listed("dev3"), "dev3 may not be edited"
-    instances = load_dataset(ROOT / "dev3" / "tangle")
+_OTHER_TANGLE = ("test", "train", "dev", "extra", "guard", "guard2", "train2", "dev2")
+_OTHER_STALE = ("test", "train", "dev", "extra", "stale2", "stale3", "stale4", "dev2")
+
+
+@pytest.mark.parametrize(
+    ("name", "before"),
+    [("dev3", ()), ("dev4", ("dev3",))],
+)
+def test_a_fresh_set_is_frozen_in_the_test_mix_and_shares_no_persona(
+    name: str, before: tuple[str, ...]
+) -> None:
+    """``dev3/`` (to measure main once on text nothing was chosen on) and ``dev4/`` (to ask
+    S2c once more, ``benchmark/PREREG.md``) were written like the test split: each stays as
+    its writers left it, 80 instances (20 per type and per style) and 24 stale scenarios (half
+    of each kind, six per style), personas its own, shared with no set written before it."""
+    assert _present(name) == _listed(name), f"{name} may not be edited"
+    instances = load_dataset(ROOT / name / "tangle")
     assert len(instances) == 80
     for kind in ("CPC", "BOC", "SCC", "NONE"):
         assert sum(i.conflict_type == kind for i in instances) == 20
     assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 10
     assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 6
     assert all(sum(i.style == style for i in instances) == 20 for style in STYLES)
-    scenarios = load_stale_scenarios(ROOT / "dev3" / "stale")
+    scenarios = load_stale_scenarios(ROOT / name / "stale")
     assert len(scenarios) == 24 and sum(s.kind == "direct" for s in scenarios) == 12
     assert all(sum(s.style == style for s in scenarios) == 6 for style in STYLES)
     mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
     assert len(mine) == 40 + 24
-    for other in ("test", "train", "dev", "extra", "guard", "guard2", "train2", "dev2"):
+    for other in (*_OTHER_TANGLE, *before):
         if (ROOT / other / "tangle").is_dir():
             assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
-    for other in ("test", "train", "dev", "extra", "stale2", "stale3", "stale4", "dev2"):
-        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
-
-
-def test_dev4_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
-    """``dev4/`` was written like ``dev3/`` to ask one question on text nothing was chosen on
-    (``benchmark/PREREG.md``): it stays as its writers left it, 80 instances (20 per type and
-    per style) and 24 stale scenarios (half of each kind, six per style), personas its own."""
-    assert _present("dev4") == _listed("dev4"), "dev4 may not be edited"
-    instances = load_dataset(ROOT / "dev4" / "tangle")
-    assert len(instances) == 80
-    for kind in ("CPC", "BOC", "SCC", "NONE"):
-        assert sum(i.conflict_type == kind for i in instances) == 20
-    assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 10
-    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 6
-    assert all(sum(i.style == style for i in instances) == 20 for style in STYLES)
-    scenarios = load_stale_scenarios(ROOT / "dev4" / "stale")
-    assert len(scenarios) == 24 and sum(s.kind == "direct" for s in scenarios) == 12
-    assert all(sum(s.style == style for s in scenarios) == 6 for style in STYLES)
-    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
-    assert len(mine) == 40 + 24
-    for other in ("test", "train", "dev", "extra", "guard", "guard2", "train2", "dev2", "dev3"):
-        if (ROOT / other / "tangle").is_dir():
-            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
-    for other in ("test", "train", "dev", "extra", "stale2", "stale3", "stale4", "dev2", "dev3"):
+    for other in (*_OTHER_STALE, *before):
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
