@@ -770,6 +770,35 @@ def test_the_learned_guard_holds_the_development_sets_conflicts(embedder: Any) -
         assert r.left_standing[cite] >= 1
 
 
+def test_a_relation_model_reading_everything_as_harmless_does_not_open_the_guard(
+    embedder: Any,
+) -> None:
+    """Under the `llm` layer over a model that reads every statement as the user's own,
+    everything as agreeing and every question as low stakes, a backbone committing on
+    everything gets at most one of blind ``guard/``'s 40 high-risk conflicts through, as the
+    shipped layer does (before the guard's second readings under `llm`, 53 of the 89 of
+    ``guard/``, dev, extra and train; docs/benchmark.md)."""
+    from pathlib import Path
+
+    import caap
+    from caap.benchmark.dataset import load_dataset
+    from caap.benchmark.guard_stress import guard_stress
+    from caap.conflict_graph import LearnedRelations
+    from caap.conflict_graph._relations_llm import LLMRelations
+    from caap.llm.testing import harmless_relations_reply
+
+    guard = load_dataset(
+        Path(caap.__file__).parent / "benchmark" / "data" / "blind" / "guard" / "tangle"
+    )
+    layer = LLMRelations(
+        FunctionModel(harmless_relations_reply), fallback=LearnedRelations(embedder=embedder)
+    )
+    r = guard_stress(guard, CaapPolicy(relations=layer, embedder=embedder))
+    assert (r.conflicts, r.controls) == (40, 20)
+    for cite in (1, 3):
+        assert len(r.let_through[cite]) <= 1, r.let_through[cite]
+
+
 def test_guard_stress_refuses_what_it_cannot_replay(embedder: Any) -> None:
     from caap.benchmark.guard_stress import guard_stress
 
