@@ -235,25 +235,27 @@ class SituationVerdict:
         return self.unshifted if self.unshifted is not None else self.probs
 
 
-def situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:
-    """``layer.situation(query, texts)`` for a layer that reads whole situations (optional
-    in the protocol; ``None`` for one that does not, like ``rules``)."""
-    read = getattr(layer, "situation", None)
+def _optional_reading(
+    layer: object, method: str, query: str, texts: Sequence[str]
+) -> SituationVerdict | None:
+    read = getattr(layer, method, None)
     if read is None:
         return None
     verdict = read(query, texts)
     return verdict if isinstance(verdict, SituationVerdict) else None
+
+
+def situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:
+    """``layer.situation(query, texts)`` for a layer that reads whole situations (optional
+    in the protocol; ``None`` for one that does not, like ``rules``)."""
+    return _optional_reading(layer, "situation", query, texts)
 
 
 def guard_situation_of(layer: object, query: str, texts: Sequence[str]) -> SituationVerdict | None:
     """The situation reading the commit guard checks beside the layer's own
     (``layer.guard_situation``, optional in the protocol: ``llm``'s fitted fallback), or
     ``None`` for a layer that offers none (its own reading is then the guard's only one)."""
-    read = getattr(layer, "guard_situation", None)
-    if read is None:
-        return None
-    verdict = read(query, texts)
-    return verdict if isinstance(verdict, SituationVerdict) else None
+    return _optional_reading(layer, "guard_situation", query, texts)
 
 
 @runtime_checkable

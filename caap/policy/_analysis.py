@@ -521,15 +521,16 @@ def analyze(
     by_nearness = sorted(filled, key=lambda i: -sims[i])
     situation = _stated_situation(layer, query, [filled[i].text for i in by_nearness])
     guard_reading: Callable[[], SituationVerdict | None] | None = None
-    shipped_reads = fitted is not None and getattr(fitted, "reads_situations", False)
-    if situation is None and fitted is not None and shipped_reads:
+    # The shipped layer as a second situation reader, where it is not the layer itself.
+    shipped = fitted if getattr(fitted, "reads_situations", False) else None
+    if situation is None and shipped is not None:
         on_topic = [filled[i].text for i in by_nearness if sims[i] >= SECOND_READING_MIN]
-        guard_reading = partial(_stated_situation, fitted, query, on_topic)
-    elif situation is not None and (shipped_reads or hasattr(layer, "guard_situation")):
+        guard_reading = partial(_stated_situation, shipped, query, on_topic)
+    elif situation is not None and (shipped is not None or hasattr(layer, "guard_situation")):
         # What the layer's own reading read, read again: by the layer's second reader (``llm``'s
         # fitted fallback), else by the shipped layer (weights refitted on other data).
         guard_reading = partial(
-            _second_situation, layer, fitted, query, [filled[i].text for i in by_nearness]
+            _second_situation, layer, shipped, query, [filled[i].text for i in by_nearness]
         )
     attributed: dict[str, float] = {}
     for i in filled:

@@ -331,11 +331,10 @@ def _unsettled_sources(decision: Decision, analysis: Analysis) -> str | None:
 def _second_opinion(analysis: Analysis) -> str | None:
     """Why the guard's second reader (:meth:`Analysis.second_reading`: under ``rules``, the
     shipped fitted layer; under ``llm``, its fitted fallback; beside a refit, the shipped
-    layer) does not read the recalled
-    memories as agreeing, or ``None`` when it does or there is none. Two readers must find
-    nothing in conflict before a commit stands: the cues miss conflicts phrased in words they
-    do not list, the model misses others, and a language model's reading can be wrong or
-    steered by the memories' text."""
+    layer) does not read the recalled memories as agreeing, or ``None`` when it does or there
+    is none. Two readers must find nothing in conflict before a commit stands: the cues miss
+    conflicts phrased in words they do not list, the model misses others, and a language
+    model's reading can be wrong or steered by the memories' text."""
     cluster = analysis.cluster
     typed = (cluster is not None and cluster.has_conflict) or analysis.resolution is not None
     if typed and analysis.situation is None:
