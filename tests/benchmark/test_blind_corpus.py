@@ -149,6 +149,23 @@ def test_a_fresh_set_is_frozen_in_the_test_mix_and_shares_no_persona(
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
+def test_dev5_is_frozen_stale_only_in_the_test_mix_and_shares_no_persona() -> None:
+    """``dev5/`` (36 stale scenarios written to check RC2 on text nothing was trained or
+    chosen on, ``benchmark/PREREG.md``) stays as its writers left it: half of each kind, nine
+    per style, personas its own, shared with no set written before it."""
+    assert _present("dev5") == _listed("dev5"), "dev5 may not be edited"
+    scenarios = load_stale_scenarios(ROOT / "dev5" / "stale")
+    assert len(scenarios) == 36 and sum(s.kind == "direct" for s in scenarios) == 18
+    assert all(sum(s.style == style for s in scenarios) == 9 for style in STYLES)
+    mine = {s.persona.id for s in scenarios}
+    assert len(mine) == 36
+    for other in (*_OTHER_TANGLE, "dev3", "dev4"):
+        if (ROOT / other / "tangle").is_dir():
+            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
+    for other in (*_OTHER_STALE, "dev3", "dev4"):
+        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
