@@ -17,6 +17,11 @@ model that reads everything as harmless (:func:`caap.llm.testing.harmless_relati
 every statement the user's own, every pair and every situation agreeing, every question low
 stakes), with the shipped ``learned`` layer as its fallback: the worst a relation model
 steered by the memories' text could answer, on top of a backbone committing on everything.
+
+``--relations llm`` reads them with your model, named by the environment as for every ``llm``
+command (``CAAP_RELATIONS_MODEL``, ``CAAP_LLM_BASE_URL``, ``CAAP_LLM_API_KEY``; docs/llm.md),
+over the shipped ``learned`` layer as its fallback: how far the guard holds with that model
+reading the memories, before it reads your users' ones.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ from caap.policy.policy import CaapPolicy
 
 
 def _layer(name: str) -> Any:
-    """The relation layer ``--relations`` names (a registry name, or the harmless model)."""
+    """The relation layer ``--relations`` names (a registry name, the model the environment
+    names, or the harmless model)."""
+    if name == "llm":
+        from caap.conflict_graph.relations import get_relation_layer
+
+        return get_relation_layer("llm")
     if name != "harmless-llm":
         return name
     from caap.conflict_graph._relations_llm import LLMRelations
@@ -43,7 +53,9 @@ def _layer(name: str) -> Any:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", action="append", help="a TANGLE file or folder (repeats)")
-    ap.add_argument("--relations", default="learned", choices=("rules", "learned", "harmless-llm"))
+    ap.add_argument(
+        "--relations", default="learned", choices=("rules", "learned", "llm", "harmless-llm")
+    )
     ap.add_argument(
         "--ids", action="store_true", help="name the conflicts let through (not on test data)"
     )
@@ -52,7 +64,11 @@ def main() -> None:
         f"caap/benchmark/data/blind/{s}/tangle" for s in ("dev", "extra", "train")
     ]
     instances = [i for p in paths for i in load_dataset(p)]
-    r = guard_stress(instances, CaapPolicy(relations=_layer(args.relations)), progress=True)
+    try:
+        layer = _layer(args.relations)
+    except ValueError as exc:  # no model named for `llm`
+        ap.error(str(exc))
+    r = guard_stress(instances, CaapPolicy(relations=layer), progress=True)
     print(f"{r.instances} high-risk instances ({', '.join(paths)}), relations {args.relations}")
     for cite in (1, 3):
         through = r.let_through[cite]
