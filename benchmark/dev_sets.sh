@@ -3,8 +3,8 @@
 # probes on stale3, dev2, stale4, stale2, train, dev, extra, dev3, dev4 and dev5, and the TANGLE
 # oracle track (structural judge, seed 0) on dev, extra, guard, dev2, dev3 and dev4, with the
 # `learned` layer. Two lanes run side by side (about 14 minutes on 2 cores). Compare two
-# checkouts' outputs with benchmark/compare_runs.py. The frozen test split and guard2 are never
-# run here.
+# checkouts' outputs with benchmark/compare_runs.py. The frozen test splits (test, test2) and
+# guard2 are never run here.
 #
 # Usage: benchmark/dev_sets.sh OUT_DIR [CHECKOUT]
 #   CHECKOUT  the source tree to measure (default: this one); it is put first on PYTHONPATH,

@@ -166,6 +166,33 @@ def test_dev5_is_frozen_stale_only_in_the_test_mix_and_shares_no_persona() -> No
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
+def test_test2_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
+    """``test2/``, a second test split written after issue 12 was declared blocked and run by
+    nothing (``benchmark/PREREG.md``, "test2/"), stays as its writers left it: the test split's
+    TANGLE mix (40 per type, 20 high-risk source conflicts, 12 high-risk controls, 40 per
+    style) and 48 stale scenarios (half of each kind, 12 per style), personas its own."""
+    assert _present("test2") == _listed("test2"), "test2 may not be edited"
+    instances = load_dataset(ROOT / "test2" / "tangle")
+    assert len(instances) == 160
+    for kind in ("CPC", "BOC", "SCC", "NONE"):
+        assert sum(i.conflict_type == kind for i in instances) == 40
+    assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 20
+    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 12
+    assert all(sum(i.style == style for i in instances) == 40 for style in STYLES)
+    scenarios = load_stale_scenarios(ROOT / "test2" / "stale")
+    assert len(scenarios) == 48 and sum(s.kind == "direct" for s in scenarios) == 24
+    assert all(sum(s.style == style for s in scenarios) == 12 for style in STYLES)
+    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
+    assert len(mine) == 80 + 48
+    others = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "test2")
+    for other in others:
+        if (ROOT / other / "tangle").is_dir():
+            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
+        if (ROOT / other / "stale").is_dir():
+            theirs = load_stale_scenarios(ROOT / other / "stale")
+            assert not mine & {s.persona.id for s in theirs}
+
+
 def test_test_split_loads_with_styles_and_every_type() -> None:
     instances = load_dataset(ROOT / "test" / "tangle")
     assert len(instances) >= 160
