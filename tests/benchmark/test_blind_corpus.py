@@ -114,83 +114,52 @@ def test_dev2_is_frozen_control_heavy_and_shares_no_persona() -> None:
         assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
 
 
-_OTHER_TANGLE = ("test", "train", "dev", "extra", "guard", "guard2", "train2", "dev2")
-_OTHER_STALE = ("test", "train", "dev", "extra", "stale2", "stale3", "stale4", "dev2")
+def _personas(name: str) -> set[str]:
+    """The persona ids of a set's TANGLE instances and stale scenarios (either may be absent)."""
+    out: set[str] = set()
+    if (ROOT / name / "tangle").is_dir():
+        out |= {i.persona.id for i in load_dataset(ROOT / name / "tangle")}
+    if (ROOT / name / "stale").is_dir():
+        out |= {s.persona.id for s in load_stale_scenarios(ROOT / name / "stale")}
+    return out
 
 
-@pytest.mark.parametrize(
-    ("name", "before"),
-    [("dev3", ()), ("dev4", ("dev3",))],
-)
-def test_a_fresh_set_is_frozen_in_the_test_mix_and_shares_no_persona(
-    name: str, before: tuple[str, ...]
+#: The sets written like the test split after it, each frozen as its writers left it: the set,
+#: its instances per conflict type (0: stale scenarios only) and its stale scenarios.
+_LIKE_THE_TEST_SPLIT = [("dev3", 20, 24), ("dev4", 20, 24), ("dev5", 0, 36), ("test2", 40, 48)]
+
+
+@pytest.mark.parametrize(("name", "per_type", "stale"), _LIKE_THE_TEST_SPLIT)
+def test_a_set_written_like_the_test_split_is_frozen_in_its_mix_and_shares_no_persona(
+    name: str, per_type: int, stale: int
 ) -> None:
-    """``dev3/`` (to measure main once on text nothing was chosen on) and ``dev4/`` (to ask
-    S2c once more, ``benchmark/PREREG.md``) were written like the test split: each stays as
-    its writers left it, 80 instances (20 per type and per style) and 24 stale scenarios (half
-    of each kind, six per style), personas its own, shared with no set written before it."""
+    """``dev3/`` (to measure main once on text nothing was chosen on), ``dev4/`` (to ask S2c
+    once more), ``dev5/`` (stale scenarios only, to check RC2) and ``test2/`` (a second test
+    split, run by nothing; ``benchmark/PREREG.md`` for each) stay as their writers left them,
+    in the test split's mix: per type the same number of instances, half the source conflicts
+    and three in ten controls high-risk, a quarter per style, two instances per persona; stale
+    scenarios half of each kind, a quarter per style, one per persona; and no persona is shared
+    with any other set of the corpus."""
     assert _present(name) == _listed(name), f"{name} may not be edited"
-    instances = load_dataset(ROOT / name / "tangle")
-    assert len(instances) == 80
-    for kind in ("CPC", "BOC", "SCC", "NONE"):
-        assert sum(i.conflict_type == kind for i in instances) == 20
-    assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 10
-    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 6
-    assert all(sum(i.style == style for i in instances) == 20 for style in STYLES)
+    if per_type:
+        instances = load_dataset(ROOT / name / "tangle")
+        assert len(instances) == 4 * per_type
+        for kind in ("CPC", "BOC", "SCC", "NONE"):
+            assert sum(i.conflict_type == kind for i in instances) == per_type
+        assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == per_type // 2
+        assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == (
+            per_type * 3 // 10
+        )
+        assert all(sum(i.style == style for i in instances) == per_type for style in STYLES)
+    else:
+        assert not (ROOT / name / "tangle").exists()
     scenarios = load_stale_scenarios(ROOT / name / "stale")
-    assert len(scenarios) == 24 and sum(s.kind == "direct" for s in scenarios) == 12
-    assert all(sum(s.style == style for s in scenarios) == 6 for style in STYLES)
-    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
-    assert len(mine) == 40 + 24
-    for other in (*_OTHER_TANGLE, *before):
-        if (ROOT / other / "tangle").is_dir():
-            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
-    for other in (*_OTHER_STALE, *before):
-        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
-
-
-def test_dev5_is_frozen_stale_only_in_the_test_mix_and_shares_no_persona() -> None:
-    """``dev5/`` (36 stale scenarios written to check RC2 on text nothing was trained or
-    chosen on, ``benchmark/PREREG.md``) stays as its writers left it: half of each kind, nine
-    per style, personas its own, shared with no set written before it."""
-    assert _present("dev5") == _listed("dev5"), "dev5 may not be edited"
-    scenarios = load_stale_scenarios(ROOT / "dev5" / "stale")
-    assert len(scenarios) == 36 and sum(s.kind == "direct" for s in scenarios) == 18
-    assert all(sum(s.style == style for s in scenarios) == 9 for style in STYLES)
-    mine = {s.persona.id for s in scenarios}
-    assert len(mine) == 36
-    for other in (*_OTHER_TANGLE, "dev3", "dev4"):
-        if (ROOT / other / "tangle").is_dir():
-            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
-    for other in (*_OTHER_STALE, "dev3", "dev4"):
-        assert not mine & {s.persona.id for s in load_stale_scenarios(ROOT / other / "stale")}
-
-
-def test_test2_is_frozen_in_the_test_mix_and_shares_no_persona() -> None:
-    """``test2/``, a second test split written after issue 12 was declared blocked and run by
-    nothing (``benchmark/PREREG.md``, "test2/"), stays as its writers left it: the test split's
-    TANGLE mix (40 per type, 20 high-risk source conflicts, 12 high-risk controls, 40 per
-    style) and 48 stale scenarios (half of each kind, 12 per style), personas its own."""
-    assert _present("test2") == _listed("test2"), "test2 may not be edited"
-    instances = load_dataset(ROOT / "test2" / "tangle")
-    assert len(instances) == 160
-    for kind in ("CPC", "BOC", "SCC", "NONE"):
-        assert sum(i.conflict_type == kind for i in instances) == 40
-    assert sum(i.conflict_type == "SCC" and i.high_risk for i in instances) == 20
-    assert sum(i.conflict_type == "NONE" and i.high_risk for i in instances) == 12
-    assert all(sum(i.style == style for i in instances) == 40 for style in STYLES)
-    scenarios = load_stale_scenarios(ROOT / "test2" / "stale")
-    assert len(scenarios) == 48 and sum(s.kind == "direct" for s in scenarios) == 24
-    assert all(sum(s.style == style for s in scenarios) == 12 for style in STYLES)
-    mine = {i.persona.id for i in instances} | {s.persona.id for s in scenarios}
-    assert len(mine) == 80 + 48
-    others = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "test2")
-    for other in others:
-        if (ROOT / other / "tangle").is_dir():
-            assert not mine & {i.persona.id for i in load_dataset(ROOT / other / "tangle")}
-        if (ROOT / other / "stale").is_dir():
-            theirs = load_stale_scenarios(ROOT / other / "stale")
-            assert not mine & {s.persona.id for s in theirs}
+    assert len(scenarios) == stale and sum(s.kind == "direct" for s in scenarios) == stale // 2
+    assert all(sum(s.style == style for s in scenarios) == stale // 4 for style in STYLES)
+    mine = _personas(name)
+    assert len(mine) == 2 * per_type + stale
+    for other in sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name != name):
+        assert not mine & _personas(other), other
 
 
 def test_test_split_loads_with_styles_and_every_type() -> None:
@@ -202,12 +171,6 @@ def test_test_split_loads_with_styles_and_every_type() -> None:
     scenarios = load_stale_scenarios(ROOT / "test" / "stale")
     assert len(scenarios) >= 40
     assert all(s.style in STYLES for s in scenarios)
-
-
-def _personas(split: str) -> set[str]:
-    out = {i.persona.id for i in load_dataset(ROOT / split / "tangle")}
-    out |= {s.persona.id for s in load_stale_scenarios(ROOT / split / "stale")}
-    return out
 
 
 @pytest.mark.parametrize("other", ["train", "dev"])
