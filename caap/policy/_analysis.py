@@ -1042,14 +1042,16 @@ def _is_shipped_layer(layer: RelationLayer) -> bool:
     """Whether ``layer`` is the ``learned`` layer over the shipped weights (the ones the
     guard's figures were measured with), not a refit on other data."""
     path = getattr(layer, "weights_path", None)
-    return layer.name == "learned" and path is not None and Path(path).resolve() == _shipped_path()
+    return layer.name == "learned" and path is not None and _is_shipped_weights(str(path))
 
 
 @cache
-def _shipped_path() -> Path:
+def _is_shipped_weights(path: str) -> bool:
+    """Whether ``path`` is the shipped weights file, resolved once per path in the process
+    (every analysis asks, and resolving a path is a round of file-system calls)."""
     from caap.conflict_graph._relations_learned import default_weights_path
 
-    return default_weights_path().resolve()
+    return Path(path).resolve() == default_weights_path().resolve()
 
 
 _FITTED: dict[int, RelationLayer | None] = {}
